@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# System packages the tests need: Redis, PostgreSQL, and the image tools (podman, buildah,
+# debootstrap). Installs only what is missing; a no-op on a machine that has them.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+command -v podman >/dev/null || need+=(podman)
+command -v buildah >/dev/null || need+=(buildah)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v runuser >/dev/null || need+=(util-linux)
+
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${need[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# The Debian package starts its own servers; the tests start theirs on free ports.
+systemctl disable --now redis-server >/dev/null 2>&1 || true

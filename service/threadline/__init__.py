@@ -1,0 +1,3 @@
+"""threadline: LangGraph conversations whose state survives anything."""
+
+__version__ = "0.1.0"

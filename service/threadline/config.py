@@ -1,0 +1,232 @@
+"""Settings, grouped by concern. The only module that reads the environment.
+
+Every group is a pydantic-settings class whose environment names are the contract in the
+product brief (``CHECKPOINT_BACKEND``, ``REDIS_URL`` …). Settings are built once at start-up
+(:meth:`Settings.load`) and handed down; nothing deeper imports a global settings object.
+
+A misconfiguration raises :class:`ConfigError`, whose message names the environment variable
+and never echoes the value (values may hold passwords).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from threadline import urls
+
+CheckpointBackend = Literal["memory", "sqlite", "redis", "redis-stack", "postgres"]
+SessionBackend = Literal["memory", "redis"]
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message names the environment variable."""
+
+
+class CheckpointSettings(BaseSettings):
+    """Where conversation state lives (``CHECKPOINT_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="CHECKPOINT_", extra="ignore")
+
+    backend: CheckpointBackend = "sqlite"
+    redis_url: str = "redis://localhost:6379/1"
+    # Seconds a thread's checkpoint data lives after its last write (7 days).
+    redis_ttl: int = Field(default=604800, gt=0)
+    sqlite_path: Path = Path("./data/checkpoints.sqlite")
+    postgres_url: str | None = None
+    # Optional: the Redis password as its own secret, so the URL needs no encoding at all.
+    redis_password: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_PASSWORD")
+    )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _valid_redis_url(cls, value: str) -> str:
+        return urls.repair_redis_url(value)
+
+    @model_validator(mode="after")
+    def _rules_across_fields(self) -> CheckpointSettings:
+        if self.redis_password is not None:
+            self.redis_url = urls.with_password(self.redis_url, self.redis_password)
+        if self.backend == "postgres" and not self.postgres_url:
+            raise ValueError("postgres_url: required when CHECKPOINT_BACKEND=postgres")
+        if self.backend == "redis-stack" and urls.redis_db(self.redis_url) != 0:
+            raise ValueError(
+                "redis_url: the redis-stack backend needs db 0 (RediSearch creates its indexes "
+                "only in db 0); use CHECKPOINT_BACKEND=redis for any other db"
+            )
+        return self
+
+
+class SessionSettings(BaseSettings):
+    """Auth sessions (``SESSION_*``, ``REDIS_URL``, ``API_KEYS``)."""
+
+    model_config = SettingsConfigDict(env_prefix="SESSION_", extra="ignore")
+
+    backend: SessionBackend = "memory"
+    redis_url: str = Field(
+        default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL")
+    )
+    redis_password: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_PASSWORD")
+    )
+    ttl_seconds: int = Field(default=3600, gt=0)
+    # ``principal:sha256hex`` entries, comma-separated.
+    api_keys: str = Field(default="", validation_alias=AliasChoices("API_KEYS"))
+
+    @field_validator("redis_url")
+    @classmethod
+    def _valid_redis_url(cls, value: str) -> str:
+        return urls.repair_redis_url(value)
+
+    @model_validator(mode="after")
+    def _apply_password(self) -> SessionSettings:
+        if self.redis_password is not None:
+            self.redis_url = urls.with_password(self.redis_url, self.redis_password)
+        return self
+
+    def api_key_hashes(self) -> dict[str, str]:
+        """Parse ``API_KEYS`` into ``{sha256hex: principal}``.
+
+        Raises:
+            ConfigError: an entry is not ``principal:<64 hex digits>``.
+        """
+        hashes: dict[str, str] = {}
+        for entry in filter(None, (e.strip() for e in self.api_keys.split(","))):
+            principal, _, digest = entry.rpartition(":")
+            digest = digest.lower()
+            if not principal or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ConfigError(
+                    "API_KEYS: every entry must be principal:sha256hex "
+                    "(`python -m threadline hash-key` prints one)"
+                )
+            hashes[digest] = principal
+        return hashes
+
+
+class TurnSettings(BaseSettings):
+    """One turn at a time per thread (``TURN_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TURN_", extra="ignore")
+
+    lease_seconds: float = Field(default=10.0, gt=0)
+    lease_wait_seconds: float = Field(default=5.0, ge=0)
+
+
+class ModelSettings(BaseSettings):
+    """The chat model (``MODEL``, ``MODEL_TOKEN_DELAY_MS``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MODEL_", extra="ignore")
+
+    name: str = Field(default="builtin", validation_alias=AliasChoices("MODEL"))
+    token_delay_ms: float = Field(default=0.0, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _provider_form(cls, value: str) -> str:
+        if value != "builtin" and ":" not in value:
+            raise ValueError("name: must be `builtin` or `<provider>:<model>`")
+        return value
+
+
+class ServerSettings(BaseSettings):
+    """HTTP serving, limits and drain."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=1, le=65535)
+    # Seconds in-flight turns get to finish after SIGTERM.
+    drain_seconds: float = Field(default=20.0, ge=0)
+    sse_keepalive_seconds: float = Field(default=15.0, gt=0)
+    max_message_bytes: int = Field(default=32 * 1024, gt=0)
+    # Names the process or pod in replies; the pod name under Kubernetes.
+    replica_name: str = Field(
+        default_factory=lambda: os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+# Environment prefix of each group, for naming the variable in error messages.
+_PREFIXES: dict[type[BaseSettings], str] = {
+    CheckpointSettings: "CHECKPOINT_",
+    SessionSettings: "SESSION_",
+    TurnSettings: "TURN_",
+    ModelSettings: "MODEL_",
+    ServerSettings: "",
+}
+_ALIASES = {
+    (SessionSettings, "redis_url"): "REDIS_URL",
+    (SessionSettings, "api_keys"): "API_KEYS",
+    (SessionSettings, "redis_password"): "REDIS_PASSWORD",
+    (CheckpointSettings, "redis_password"): "REDIS_PASSWORD",
+    (ModelSettings, "name"): "MODEL",
+}
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def env_name(group: type[BaseSettings], field: str) -> str:
+    """The environment variable that sets ``field`` of ``group``."""
+    return _ALIASES.get((group, field), _PREFIXES[group] + field.upper())
+
+
+def load(group: type[S], **overrides: object) -> S:
+    """Build one settings group from the environment (``overrides`` win).
+
+    Raises:
+        ConfigError: naming the variable; the offending value is never repeated.
+    """
+    try:
+        return group(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_input=False, include_url=False):
+            field = str(error["loc"][0]) if error["loc"] else ""
+            message = str(error["msg"]).removeprefix("Value error, ")
+            # Validators above prefix their message with the field they are about.
+            named, sep, rest = message.partition(": ")
+            if sep and named in group.model_fields:
+                field, message = named, rest
+            problems.append(f"{env_name(group, field)}: {message}")
+        raise ConfigError("; ".join(problems)) from None
+
+
+class Settings:
+    """All settings of one process, built once at start-up."""
+
+    def __init__(
+        self,
+        checkpoint: CheckpointSettings,
+        session: SessionSettings,
+        turn: TurnSettings,
+        model: ModelSettings,
+        server: ServerSettings,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.session = session
+        self.turn = turn
+        self.model = model
+        self.server = server
+
+    @classmethod
+    def load(cls) -> Settings:
+        """Read every group from the environment.
+
+        Raises:
+            ConfigError: a setting is invalid; the message names the variable.
+        """
+        settings = cls(
+            checkpoint=load(CheckpointSettings),
+            session=load(SessionSettings),
+            turn=load(TurnSettings),
+            model=load(ModelSettings),
+            server=load(ServerSettings),
+        )
+        settings.session.api_key_hashes()  # validate API_KEYS now, not on first request
+        return settings

@@ -1,0 +1,71 @@
+"""Prometheus series. Names are part of the contract (product brief, "Metrics").
+
+Labels carry only bounded, non-secret values: a backend name, an operation name, a route
+template, a status code. Never a thread id, a URL or a principal.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# Checkpoint I/O is sub-millisecond on loopback Redis and ~100 ms when something is wrong:
+# buckets from 0.25 ms to 2.5 s.
+_IO_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+CHECKPOINT_READ_SECONDS = Histogram(
+    "threadline_checkpoint_read_duration_seconds",
+    "Time of one checkpoint read (get_tuple, list).",
+    ["backend"],
+    buckets=_IO_BUCKETS,
+)
+CHECKPOINT_WRITE_SECONDS = Histogram(
+    "threadline_checkpoint_write_duration_seconds",
+    "Time of one checkpoint write (put, put_writes, delete).",
+    ["backend"],
+    buckets=_IO_BUCKETS,
+)
+CHECKPOINT_OPERATIONS = Counter(
+    "threadline_checkpoint_operations_total",
+    "Checkpoint operations, by backend and operation.",
+    ["backend", "op"],
+)
+CHECKPOINT_ERRORS = Counter(
+    "threadline_checkpoint_errors_total",
+    "Checkpoint operations that raised, by backend and operation.",
+    ["backend", "op"],
+)
+
+TURN_SECONDS = Histogram(
+    "threadline_turn_duration_seconds",
+    "Time of one turn from lease to stored reply, by outcome.",
+    ["outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+LEASE_WAIT_SECONDS = Histogram(
+    "threadline_turn_lease_wait_seconds",
+    "Time spent waiting for a thread's turn lease.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+LEASE_CONFLICTS = Counter(
+    "threadline_turn_lease_conflicts_total",
+    "Requests that could not get a thread's turn lease in time (answered 409).",
+)
+LEASE_LOST = Counter(
+    "threadline_turn_lease_lost_total",
+    "Turns whose lease was lost while running (renewal failed or the write was fenced).",
+)
+MODEL_CANCELLED = Counter(
+    "threadline_model_cancelled_total",
+    "Model calls cancelled before they finished (client gone, drain, lease lost).",
+)
+ACTIVE_STREAMS = Gauge("threadline_active_streams", "SSE replies being streamed now.")
+HTTP_REQUESTS = Counter(
+    "threadline_http_requests_total",
+    "HTTP requests, by method, route template and status code.",
+    ["method", "route", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "threadline_http_request_duration_seconds",
+    "HTTP request time, by method and route template.",
+    ["method", "route"],
+)

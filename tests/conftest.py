@@ -1,0 +1,43 @@
+"""Shared fixtures: real servers on free ports, started once per session where that is safe."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/servers.py, tests/helpers
+
+from servers import PostgresServer, RedisServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One plain Redis for the session; tests isolate themselves by db number or key prefix."""
+    server = RedisServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def fresh_redis() -> Iterator[RedisServer]:
+    """A Redis of this test's own, for tests that stop, kill or restart it."""
+    server = RedisServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh database per test."""
+    return postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}")

@@ -1,0 +1,166 @@
+"""Real servers for the tests: Redis and PostgreSQL on free loopback ports.
+
+Each server runs as a child process the test owns, so a test can stop, kill and restart it
+(data survives a restart: Redis with AOF, Postgres in its data directory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 15.0, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
+
+
+def _find_binary(name: str, env_var: str) -> str:
+    path = os.environ.get(env_var) or shutil.which(name)
+    if not path:
+        raise RuntimeError(f"{name} not found: run `make install` (or set {env_var})")
+    return path
+
+
+class RedisServer:
+    """A ``redis-server`` on a free port, with AOF so data survives :meth:`restart`.
+
+    Args:
+        password: sets ``requirepass``.
+        binary: the server binary; default ``$REDIS_SERVER`` or ``redis-server`` on PATH.
+        modules: paths of modules to ``--loadmodule`` (RedisJSON, RediSearch for redis-stack).
+    """
+
+    def __init__(
+        self,
+        password: str | None = None,
+        binary: str | None = None,
+        modules: tuple[str, ...] = (),
+        appendfsync: str = "everysec",
+    ) -> None:
+        self.binary = binary or _find_binary("redis-server", "REDIS_SERVER")
+        self.password = password
+        self.modules = modules
+        self.appendfsync = appendfsync
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="threadline-redis-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0) -> str:
+        """A URL without the password (tests add it where they mean to)."""
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> RedisServer:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--databases", "16",
+        ]  # fmt: skip
+        if self.password is not None:
+            args += ["--requirepass", self.password]
+        for module in self.modules:
+            args += ["--loadmodule", module]
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        wait_for_port(self.port)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop(signal.SIGKILL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PostgresServer:
+    """A PostgreSQL cluster made with ``initdb`` in a temporary directory, on a free port.
+
+    PostgreSQL refuses to run as root, so when the tests run as root the cluster runs as the
+    ``postgres`` system user (created by the Debian package).
+    """
+
+    def __init__(self) -> None:
+        self.bindir = Path(os.environ.get("PG_BINDIR") or _pg_bindir())
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="threadline-pg-"))
+        self.data = self.dir / "data"
+        self.user = "postgres" if os.geteuid() == 0 else None
+
+    def _run(self, *args: str) -> None:
+        cmd = [str(self.bindir / args[0]), *args[1:]]
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}?sslmode=disable"
+
+    def start(self) -> PostgresServer:
+        if self.user:
+            shutil.chown(self.dir, self.user, self.user)
+        if not self.data.exists():
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8")
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-w", "-l", str(self.dir / "log"), "start")
+        return self
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _pg_bindir() -> str:
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    if not candidates:
+        raise RuntimeError("PostgreSQL not found: run `make install` (or set PG_BINDIR)")
+    return str(candidates[0])
