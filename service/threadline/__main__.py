@@ -1,0 +1,60 @@
+"""``python -m threadline`` (also the ``threadline`` console script).
+
+    threadline serve [--host H] [--port P]   run the service
+    threadline hash-key [KEY]                print the sha256 hex for API_KEYS (KEY or stdin)
+    threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from threadline.config import ConfigError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="threadline")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    hash_key = sub.add_parser("hash-key", help="print sha256 hex of an API key for API_KEYS")
+    hash_key.add_argument("key", nargs="?")
+    smoke = sub.add_parser("smoke", help="run a two-turn conversation against a running service")
+    smoke.add_argument("--url", required=True)
+    smoke.add_argument("--any-model", action="store_true", help="check turn numbers only")
+    args = parser.parse_args(argv)
+
+    if args.command == "hash-key":
+        from threadline.auth import hash_key as digest
+
+        key = args.key if args.key is not None else sys.stdin.readline().strip()
+        print(digest(key))
+        return 0
+    if args.command == "smoke":
+        from threadline.smoke import run_smoke
+
+        return run_smoke(args.url, os.environ.get("THREADLINE_API_KEY", ""), args.any_model)
+
+    from threadline import logs
+    from threadline.config import Settings
+    from threadline.server import serve as run_server
+
+    try:
+        settings = Settings.load()
+    except ConfigError as exc:
+        print(f"threadline: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.server.log_level, settings.server.replica_name)
+    try:
+        run_server(settings, args.host or settings.server.host, args.port or settings.server.port)
+    except ConfigError as exc:
+        print(f"threadline: configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

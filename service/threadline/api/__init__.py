@@ -1,0 +1,1 @@
+"""HTTP routes, one router per resource, and the error shape they share."""

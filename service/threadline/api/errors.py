@@ -1,0 +1,90 @@
+"""One error shape for every failure: ``{"error": {"code", "message"}}``.
+
+Messages are written here, never taken from an exception's text: exception text can hold a
+URL, a password or a stack detail.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from threadline.stores import STORE_ERRORS
+from threadline.turns import IdempotencyConflict, LeaseBusy, LeaseLost, ThreadNotFound
+
+log = logging.getLogger(__name__)
+
+# Seconds a client should wait before retrying a 503 (store away, replica draining).
+RETRY_AFTER_SECONDS = 1
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(code)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+
+
+def unavailable(message: str) -> ApiError:
+    return ApiError(503, "unavailable", message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+# Domain exceptions → (status, code, message).
+DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
+    ThreadNotFound: (404, "thread_not_found", "no such thread"),
+    LeaseBusy: (409, "thread_busy", "another turn is running on this thread; retry"),
+    LeaseLost: (409, "lease_lost", "the turn lost its lease before it could be stored; retry"),
+    IdempotencyConflict: (
+        409,
+        "message_id_reused",
+        "this message id was already used with different content",
+    ),
+}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Field locations and messages only; pydantic's input echo could hold a secret.
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return error_response(422, "invalid_request", problems or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    for exc_type, (status, code, message) in DOMAIN_ERRORS.items():
+
+        async def _domain(_: Request, __: Exception, s=status, c=code, m=message) -> JSONResponse:
+            return error_response(s, c, m)
+
+        app.add_exception_handler(exc_type, _domain)
+
+    for exc_type in STORE_ERRORS:
+
+        async def _store(_: Request, exc: Exception) -> JSONResponse:
+            log.warning("store unavailable", extra={"error": type(exc).__name__})
+            err = unavailable("a store is unreachable; retry shortly")
+            return error_response(err.status, err.code, err.message, err.headers)
+
+        app.add_exception_handler(exc_type, _store)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"error": type(exc).__name__})
+        return error_response(500, "internal", "internal error")

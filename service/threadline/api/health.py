@@ -1,0 +1,33 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from threadline.api.deps import RuntimeDep
+from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
+from threadline.stores import STORE_ERRORS
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/livez")
+async def livez() -> dict[str, str]:
+    """The process runs its event loop. Says nothing about the stores (that is readiness)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(runtime: RuntimeDep) -> JSONResponse:
+    """200 when every store answers and the replica is not draining; else 503."""
+    retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if runtime.draining:
+        return error_response(503, "draining", "this replica is shutting down", retry)
+    if runtime.stores is None:
+        return error_response(503, "stores_unavailable", "the stores are not reachable yet", retry)
+    try:
+        await runtime.stores.ping()
+    except STORE_ERRORS as exc:
+        return error_response(503, "stores_unavailable", f"a store did not answer ({type(exc).__name__})", retry)
+    return JSONResponse({"status": "ready", "replica": runtime.replica})

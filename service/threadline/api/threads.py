@@ -1,0 +1,143 @@
+"""``/v1/threads``: create, read, converse, list checkpoints, delete."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+from pydantic import BaseModel, Field, StrictStr
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from threadline import metrics
+from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
+from threadline.api.errors import DOMAIN_ERRORS, ApiError
+from threadline.stores import STORE_ERRORS
+from threadline.turns import TurnResult
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/threads", tags=["threads"])
+
+
+class MessageIn(BaseModel):
+    content: StrictStr
+    # The idempotency key: a retry with the same id never runs the turn twice.
+    id: StrictStr | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class ThreadCreated(BaseModel):
+    thread_id: str
+
+
+def _turn_body(result: TurnResult, replica: str) -> dict[str, Any]:
+    return {
+        "thread_id": result.thread_id,
+        "turn": result.turn,
+        "reply": {"id": result.reply_id, "content": result.reply},
+        "replica": replica,
+    }
+
+
+@router.post("", status_code=201)
+async def create_thread(principal: Principal, conversations: ConversationsDep) -> ThreadCreated:
+    return ThreadCreated(thread_id=await conversations.create_thread(principal))
+
+
+@router.get("/{thread_id}")
+async def get_thread(thread_id: ThreadId, principal: Principal, conversations: ConversationsDep) -> dict:
+    return await conversations.thread(thread_id, principal)
+
+
+@router.get("/{thread_id}/checkpoints")
+async def list_checkpoints(
+    thread_id: ThreadId,
+    principal: Principal,
+    conversations: ConversationsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict:
+    """The thread's checkpoint history, newest first."""
+    return {"thread_id": thread_id, "checkpoints": await conversations.checkpoints(thread_id, principal, limit)}
+
+
+@router.delete("/{thread_id}", status_code=204)
+async def delete_thread(thread_id: ThreadId, principal: Principal, conversations: ConversationsDep) -> Response:
+    await conversations.delete(thread_id, principal)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{thread_id}/messages",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "the reply (JSON or SSE)"}},
+)
+async def post_message(
+    thread_id: ThreadId,
+    body: MessageIn,
+    principal: Principal,
+    runtime: RuntimeDep,
+    conversations: ConversationsDep,
+    accept: Annotated[str, Header()] = "application/json",
+):
+    """One turn. With ``Accept: text/event-stream`` the reply streams as SSE: ``token`` events,
+    then ``done`` with the same body as the JSON answer; ``: keepalive`` comments while the model
+    is silent."""
+    size = len(body.content.encode())
+    limit = runtime.settings.server.max_message_bytes
+    if size == 0 or not body.content.strip():
+        raise ApiError(413, "content_empty", "content must not be empty")
+    if size > limit:
+        raise ApiError(413, "content_too_large", f"content is larger than {limit} bytes")
+    message_id = body.id or uuid.uuid4().hex
+    turn = conversations.stream_turn(thread_id, principal, message_id, body.content)
+
+    if "text/event-stream" not in accept:
+        async with contextlib.aclosing(turn):
+            result = [item async for item in turn if isinstance(item, TurnResult)][0]
+        return _turn_body(result, runtime.replica)
+
+    # Take the lease (and check ownership and idempotency) before answering, so a busy thread
+    # or a missing one is an HTTP status, not an event inside a 200 stream.
+    try:
+        first = await anext(turn)
+    except BaseException:
+        await turn.aclose()
+        raise
+    server = runtime.settings.server
+    return EventSourceResponse(
+        _events(first, turn, runtime.replica),
+        ping=server.sse_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
+        # On SIGTERM the replica drains first (threadline.server); give streams that long.
+        shutdown_grace_period=server.drain_seconds,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _events(
+    first: str | TurnResult, turn: AsyncIterator[str | TurnResult], replica: str
+) -> AsyncIterator[ServerSentEvent]:
+    """The SSE stream of one turn. A client that goes away cancels this generator, which
+    cancels the graph run and with it the model call."""
+    metrics.ACTIVE_STREAMS.inc()
+    try:
+        async with contextlib.aclosing(turn):
+            item = first
+            while True:
+                if isinstance(item, TurnResult):
+                    yield ServerSentEvent(json.dumps(_turn_body(item, replica)), event="done")
+                else:
+                    yield ServerSentEvent(json.dumps({"token": item}), event="token")
+                try:
+                    item = await anext(turn)
+                except StopAsyncIteration:
+                    return
+    except (*STORE_ERRORS, *DOMAIN_ERRORS) as exc:
+        status, code, message = DOMAIN_ERRORS.get(type(exc), (503, "unavailable", "a store is unreachable; retry"))
+        log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
+        yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
+    finally:
+        metrics.ACTIVE_STREAMS.dec()

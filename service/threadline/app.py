@@ -1,0 +1,56 @@
+"""The app factory and its lifespan.
+
+Start order: model (at build time, so a bad ``MODEL`` stops start-up) → stores (retried in
+the background until they answer; the app is up but not ready meanwhile) → graph. Stop order
+is the reverse. Draining (SIGTERM) is driven by :mod:`threadline.server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+from fastapi import FastAPI
+from prometheus_client import make_asgi_app
+
+from threadline import __version__
+from threadline.api import errors, health, sessions, threads
+from threadline.api.middleware import ServiceMiddleware
+from threadline.config import Settings
+from threadline.runtime import Runtime
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app. With no settings, reads the environment (``ConfigError`` on mistakes)."""
+    runtime = Runtime(settings or Settings.load())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            connector = asyncio.create_task(runtime.connect(stack), name="open-stores")
+            try:
+                yield
+            finally:
+                connector.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await connector
+
+    app = FastAPI(
+        title="threadline",
+        version=__version__,
+        summary="LangGraph conversations whose state survives anything",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(sessions.router)
+    app.include_router(threads.router)
+    app.mount("/metrics", make_asgi_app())
+    app.add_middleware(
+        ServiceMiddleware,
+        replica=runtime.replica,
+        max_body_bytes=4 * runtime.settings.server.max_message_bytes + 4096,
+    )
+    return app

@@ -1,0 +1,120 @@
+"""Conversation state: one seam, :func:`open_checkpointer`, over five backends.
+
+=============== ==========================================================================
+``memory``      LangGraph's ``InMemorySaver``; pod-local, warns at start-up
+``sqlite``      :mod:`threadline.checkpoint.sqlite`, async bridge over the sync ``SqliteSaver``
+``redis``       :mod:`threadline.checkpoint.redis`, threadline's saver on plain Redis
+``redis-stack`` :mod:`threadline.checkpoint.redis_stack`, ``AsyncRedisSaver`` (db 0 only)
+``postgres``    :mod:`threadline.checkpoint.postgres`, ``AsyncPostgresSaver``, migrated once
+=============== ==========================================================================
+
+Every saver comes out wrapped once by :mod:`threadline.checkpoint.instrumented` (metrics).
+An unreachable store raises :class:`StoreUnavailable` at open; it is never replaced by memory.
+Backend modules are imported only when chosen, so a process on one backend never imports the
+client libraries of the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import redis.asyncio
+import redis.exceptions
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadline import config, urls
+from threadline.checkpoint.errors import StoreUnavailable
+from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
+from threadline.config import CheckpointSettings
+
+__all__ = ["InstrumentedSaver", "StoreUnavailable", "open_checkpointer"]
+
+log = logging.getLogger(__name__)
+
+# Seconds to wait for a TCP connection to Redis at open before reporting StoreUnavailable.
+REDIS_CONNECT_TIMEOUT = 5.0
+
+Opener = Callable[[CheckpointSettings], AbstractAsyncContextManager[BaseCheckpointSaver]]
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    settings: CheckpointSettings | None = None,
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """Open the configured checkpoint store; yield its saver, wrapped for metrics.
+
+    Args:
+        settings: the checkpoint settings; read from the environment when omitted.
+
+    Yields:
+        A ``BaseCheckpointSaver`` ready for use (schema, indexes and migrations done).
+
+    Raises:
+        ConfigError: ``settings`` omitted and the environment is misconfigured; the message
+            names the variable.
+        StoreUnavailable: the store cannot be reached now; the message names the backend and
+            never a password. Retry later; nothing falls back to memory.
+    """
+    if settings is None:
+        settings = config.load(CheckpointSettings)
+    async with _opener(settings.backend)(settings) as saver:
+        yield instrument(saver, settings.backend)
+
+
+def _opener(backend: str) -> Opener:
+    if backend == "memory":
+        return _open_memory
+    if backend == "redis":
+        return _open_redis
+    module = {
+        "sqlite": "threadline.checkpoint.sqlite",
+        "redis-stack": "threadline.checkpoint.redis_stack",
+        "postgres": "threadline.checkpoint.postgres",
+    }.get(backend)
+    if module is None:  # CheckpointSettings allows only the five names; this is a bug guard
+        raise config.ConfigError(f"CHECKPOINT_BACKEND: unknown backend {backend!r}")
+    return importlib.import_module(module).open_saver
+
+
+@asynccontextmanager
+async def _open_memory(_settings: CheckpointSettings) -> AsyncIterator[BaseCheckpointSaver]:
+    log.warning(
+        "CHECKPOINT_BACKEND=memory: conversation state lives in this process only and is lost "
+        "on restart; other replicas cannot see it"
+    )
+    yield InMemorySaver()
+
+
+@asynccontextmanager
+async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpointSaver]:
+    from threadline.checkpoint.redis import RedisCheckpointSaver
+
+    # The saver's client connects lazily; check reachability (and the password) now so a
+    # misaddressed or down Redis is reported at open, not inside the first turn.
+    await ping_redis(settings.redis_url, backend="redis")
+    saver = RedisCheckpointSaver.from_url(settings.redis_url, ttl_seconds=settings.redis_ttl)
+    try:
+        yield saver
+    finally:
+        await saver.aclose()
+
+
+async def ping_redis(url: str, *, backend: str) -> None:
+    """One ``PING`` on a short-lived connection.
+
+    Raises:
+        StoreUnavailable: no connection, a refused password, or a timeout.
+    """
+    client = redis.asyncio.Redis.from_url(
+        url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT, socket_timeout=REDIS_CONNECT_TIMEOUT
+    )
+    try:
+        await client.ping()
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}") from exc
+    finally:
+        await client.aclose()

@@ -1,0 +1,131 @@
+"""The ``sqlite`` backend: an async bridge over LangGraph's **sync** ``SqliteSaver``.
+
+Each async method runs the matching sync method in a worker thread (``asyncio.to_thread``).
+All threads share ONE ``sqlite3`` connection opened with ``check_same_thread=False``; what
+makes that safe is the saver's own ``threading.Lock``, taken around every cursor. We add no
+lock of our own.
+
+Why not ``AsyncSqliteSaver``: it needs aiosqlite, whose connection binds to the event loop that
+exists when it is constructed, so it cannot be opened before the loop runs or shared across
+loops (tests, the CLI). The sync saver plus ``to_thread`` needs none of that, and a thread hop
+costs ~50 µs against a per-turn cost in the milliseconds.
+
+Only the methods the sync saver really implements are bridged (``_bridge`` refuses anything
+else at import time), so capability detection stays truthful: ``delete_for_runs``,
+``copy_thread`` and ``prune`` are not implemented by ``SqliteSaver`` 3.1.2 and stay absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from threadline.checkpoint.errors import StoreUnavailable
+from threadline.config import CheckpointSettings
+
+
+def _bridge(sync_name: str) -> Callable[..., Any]:
+    """An async method that runs ``self.<sync_name>`` in a worker thread.
+
+    Raises:
+        TypeError: at import time, when ``SqliteSaver`` does not implement ``sync_name``
+            (bridging the base class's ``NotImplementedError`` would lie to capability checks).
+    """
+    if getattr(SqliteSaver, sync_name) is getattr(BaseCheckpointSaver, sync_name):
+        raise TypeError(f"SqliteSaver does not implement {sync_name}; do not bridge it")
+
+    async def bridged(self: ThreadedSqliteSaver, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(self, sync_name), *args, **kwargs)
+
+    bridged.__name__ = bridged.__qualname__ = f"a{sync_name}"
+    bridged.__doc__ = f"Run :meth:`SqliteSaver.{sync_name}` in a worker thread."
+    return bridged
+
+
+class ThreadedSqliteSaver(SqliteSaver):
+    """``SqliteSaver`` whose async methods run its sync methods in worker threads.
+
+    If the awaiting task is cancelled, the worker thread still runs its statement to the end
+    (threads cannot be interrupted); the saver's lock and the per-call commit keep the file
+    consistent either way.
+    """
+
+    aget_tuple = _bridge("get_tuple")
+    aput = _bridge("put")
+    aput_writes = _bridge("put_writes")
+    adelete_thread = _bridge("delete_thread")
+    aget_delta_channel_history = _bridge("get_delta_channel_history")
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Run :meth:`SqliteSaver.list` to the end in a worker thread, then yield its items.
+
+        The sync ``list()`` holds the saver's lock while it yields; iterating it lazily from
+        the event loop would hold that lock across awaits (and across threads).
+        """
+
+        def materialise() -> list[CheckpointTuple]:
+            return list(self.list(config, filter=filter, before=before, limit=limit))
+
+        for item in await asyncio.to_thread(materialise):
+            yield item
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # timeout: another process on the same file (a second local replica) holds the write lock
+    # for milliseconds per turn; wait for it instead of failing with "database is locked".
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
+    try:
+        # SqliteSaver.setup() also sets WAL; we set it first so the schema is created in WAL
+        # mode. WAL lets readers (another local process, the sqlite3 shell) read while a turn
+        # commits, and a commit appends to one file instead of rewriting pages twice.
+        conn.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@asynccontextmanager
+async def open_saver(settings: CheckpointSettings) -> AsyncIterator[ThreadedSqliteSaver]:
+    """Open the SQLite file at ``CHECKPOINT_SQLITE_PATH`` (parent directories created).
+
+    Raises:
+        StoreUnavailable: the file cannot be created, opened or set up.
+    """
+    path = str(settings.sqlite_path)
+    try:
+        conn = await asyncio.to_thread(_connect, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreUnavailable("sqlite", f"cannot open {path}: {exc}") from exc
+    saver = ThreadedSqliteSaver(conn)
+    try:
+        try:
+            await asyncio.to_thread(saver.setup)  # schema now, not inside the first turn
+        except sqlite3.Error as exc:
+            raise StoreUnavailable("sqlite", f"cannot set up {path}: {exc}") from exc
+        yield saver
+    finally:
+        await asyncio.to_thread(_close, saver)
+
+
+def _close(saver: ThreadedSqliteSaver) -> None:
+    # Under the saver's lock: a worker thread left running by a cancelled task finishes first.
+    with saver.lock:
+        saver.conn.close()

@@ -1,0 +1,62 @@
+"""The state of one running replica: settings, stores once open, draining flag."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import AsyncExitStack
+
+from threadline.agent import build_graph, make_model
+from threadline.auth import ApiKeys
+from threadline.config import Settings
+from threadline.stores import STORE_ERRORS, Stores
+from threadline.turns import Conversations
+
+log = logging.getLogger(__name__)
+
+# Back-off between attempts to open the stores: from 0.2 s up to 5 s.
+RETRY_FIRST, RETRY_MAX = 0.2, 5.0
+
+
+class Runtime:
+    """What the routes need, reachable as ``request.app.state.runtime``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.replica = settings.server.replica_name
+        self.api_keys = ApiKeys(settings.session.api_key_hashes())
+        self.model = make_model(settings.model)
+        self.stores: Stores | None = None
+        self.conversations: Conversations | None = None
+        self.draining = False
+        self.last_store_error: str | None = None
+
+    async def connect(self, stack: AsyncExitStack) -> None:
+        """Open the stores, retrying with back-off until they answer (or the app stops)."""
+        delay = RETRY_FIRST
+        while True:
+            attempt = AsyncExitStack()
+            try:
+                stores = await Stores.open(self.settings, attempt)
+            except STORE_ERRORS as exc:
+                await attempt.aclose()
+                self.last_store_error = type(exc).__name__
+                log.warning("stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            stack.push_async_callback(attempt.aclose)
+            self.stores = stores
+            self.conversations = Conversations(build_graph(self.model, stores.checkpointer), stores.lease)
+            self.last_store_error = None
+            log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
+            return
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Wait until no turn is in flight, at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.conversations and self.conversations.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+

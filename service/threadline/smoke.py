@@ -1,0 +1,42 @@
+"""A two-turn conversation against a running service: the `helm test` hook and image test.
+
+Exits 0 only if both turns answered with the right turn numbers and, for the built-in model,
+each reply is exactly what it must be given the whole conversation so far — so the second
+reply provably saw the first turn. With ``any_model`` (a real provider) only the turn numbers
+are checked.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+import httpx
+
+from threadline.agent.builtin import builtin_reply
+
+
+def run_smoke(url: str, api_key: str, any_model: bool = False) -> int:
+    if not api_key:
+        print("smoke: set THREADLINE_API_KEY", file=sys.stderr)
+        return 2
+    headers = {"X-API-Key": api_key}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+            thread = client.post("/v1/threads").raise_for_status().json()["thread_id"]
+            said: list[str] = []
+            for n, content in enumerate(["hello from the smoke test", "do you remember me?"], 1):
+                turn = client.post(
+                    f"/v1/threads/{thread}/messages", json={"content": content, "id": uuid.uuid4().hex}
+                ).raise_for_status().json()
+                said.append(content)
+                got = turn["reply"]["content"]
+                if turn["turn"] != n or not (any_model or got == builtin_reply(said, n)):
+                    print(f"smoke: turn {n} did not see the conversation: {got!r}", file=sys.stderr)
+                    return 1
+                said.append(got)
+                print(f"smoke: turn {n} on {turn['replica']}: {got}")
+    except httpx.HTTPError as exc:
+        print(f"smoke: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0

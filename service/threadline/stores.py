@@ -1,0 +1,97 @@
+"""Everything the service keeps state in, opened together and probed together.
+
+Start order: checkpointer → turn lease → sessions; stop order is the reverse. Opening fails
+with :class:`StoreUnavailable` when a store cannot be reached; the app then stays up, not
+ready, and retries (:mod:`threadline.app`) — nothing is ever replaced by an in-memory store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import AsyncExitStack
+
+import psycopg
+import psycopg_pool
+import redis.asyncio as aioredis
+import redis.exceptions
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from threadline.checkpoint import StoreUnavailable, open_checkpointer
+from threadline.config import Settings
+from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
+from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
+
+# Exceptions that mean "a store is unreachable or failing right now": answered with 503 and
+# Retry-After, never 500.
+STORE_ERRORS: tuple[type[Exception], ...] = (
+    StoreUnavailable,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    psycopg.OperationalError,
+    psycopg_pool.PoolTimeout,
+    sqlite3.OperationalError,
+    ConnectionError,
+    TimeoutError,
+)
+
+# A Redis call that takes longer than this is treated as a store outage (503), not waited on.
+REDIS_SOCKET_TIMEOUT = 2.0
+PING_TIMEOUT = 2.0
+
+
+def redis_client(url: str) -> aioredis.Redis:
+    """A client that fails fast when Redis is away, and reconnects by itself when it is back."""
+    return aioredis.Redis.from_url(
+        url,
+        socket_connect_timeout=REDIS_SOCKET_TIMEOUT,
+        socket_timeout=REDIS_SOCKET_TIMEOUT,
+        health_check_interval=10,
+    )
+
+
+class Stores:
+    """The opened checkpointer, turn lease and session store of one process."""
+
+    def __init__(self, checkpointer: BaseCheckpointSaver, lease: TurnLease, sessions: SessionStore):
+        self.checkpointer = checkpointer
+        self.lease = lease
+        self.sessions = sessions
+
+    @classmethod
+    async def open(cls, settings: Settings, stack: AsyncExitStack) -> Stores:
+        """Open every store into ``stack`` (closed in reverse order by the caller).
+
+        Raises:
+            StoreUnavailable: a store cannot be reached now.
+        """
+        checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
+        lease: TurnLease
+        if settings.checkpoint.backend in ("redis", "redis-stack"):
+            client = redis_client(settings.checkpoint.redis_url)
+            stack.push_async_callback(client.aclose)
+            lease = RedisTurnLease(
+                client,
+                lease_seconds=settings.turn.lease_seconds,
+                wait_seconds=settings.turn.lease_wait_seconds,
+                counter_ttl_seconds=settings.checkpoint.redis_ttl,
+            )
+        else:
+            lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
+        sessions: SessionStore
+        if settings.session.backend == "redis":
+            sessions = RedisSessionStore(redis_client(settings.session.redis_url), settings.session.ttl_seconds)
+        else:
+            sessions = MemorySessionStore(settings.session.ttl_seconds)
+        stack.push_async_callback(sessions.aclose)
+        stores = cls(checkpointer, lease, sessions)
+        await stores.ping()
+        return stores
+
+    async def ping(self) -> None:
+        """Raise a store error unless every store answers within PING_TIMEOUT."""
+        probe = {"configurable": {"thread_id": "__readyz__", "checkpoint_ns": ""}}
+        async with asyncio.timeout(PING_TIMEOUT):
+            await self.checkpointer.aget_tuple(probe)
+            await self.lease.ping()
+            await self.sessions.ping()

@@ -1,0 +1,231 @@
+"""Conversations: threads owned by principals, and one turn at a time per thread.
+
+A turn is: lease → idempotency check → graph run (streamed) → reply. The client's message id
+is the idempotency key:
+
+* the thread holds that message and its reply → the stored reply is returned;
+* it holds the message but no reply (the replica serving it died) → the turn is finished;
+* otherwise a new turn runs.
+
+Human messages keep the client's id and replies get ``<id>.reply``; LangGraph's
+``add_messages`` merges by id, so even a turn that is run twice cannot add a second copy of
+either. The lease's fencing token rides along in the config to every checkpoint write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from threadline import metrics
+from threadline.agent.graph import MODEL_NODE
+from threadline.checkpoint.base import FencedError
+from threadline.lease import LeaseBusy, TurnLease
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Conversations",
+    "IdempotencyConflict",
+    "LeaseBusy",
+    "LeaseLost",
+    "ThreadNotFound",
+    "TurnResult",
+]
+
+
+class ThreadNotFound(Exception):
+    """No such thread for this principal (another principal's thread looks the same)."""
+
+
+class IdempotencyConflict(Exception):
+    """A message id was reused with different content."""
+
+
+class LeaseLost(Exception):
+    """The turn's lease expired while it ran (paused or cut-off replica); nothing was written."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    thread_id: str
+    turn: int
+    reply_id: str
+    reply: str
+
+
+def _role(message: BaseMessage) -> str:
+    return "human" if isinstance(message, HumanMessage) else "ai"
+
+
+def _turn_of(messages: list[BaseMessage], index: int) -> int:
+    """The 1-based turn number of the human message at ``index``."""
+    return sum(isinstance(m, HumanMessage) for m in messages[: index + 1])
+
+
+def _config(thread_id: str, fencing_token: str | None = None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if fencing_token is not None:
+        configurable["fencing_token"] = fencing_token
+    return {"configurable": configurable}
+
+
+class Conversations:
+    """Threads and turns over one compiled graph, one checkpointer and one turn lease."""
+
+    def __init__(self, graph: CompiledStateGraph, lease: TurnLease) -> None:
+        self.graph = graph
+        self.lease = lease
+        self.checkpointer = graph.checkpointer
+        self.in_flight = 0
+
+    async def _owned_state(self, thread_id: str, principal: str, token: str | None = None):
+        state = await self.graph.aget_state(_config(thread_id, token))
+        if not state.values or state.values.get("owner") != principal:
+            raise ThreadNotFound(thread_id)
+        return state
+
+    async def create_thread(self, principal: str) -> str:
+        thread_id = uuid.uuid4().hex
+        # The owner is stored in the thread's own state: it lives and dies with the thread.
+        await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+        return thread_id
+
+    async def thread(self, thread_id: str, principal: str) -> dict[str, Any]:
+        messages = (await self._owned_state(thread_id, principal)).values.get("messages", [])
+        return {
+            "thread_id": thread_id,
+            "messages": [{"id": m.id, "role": _role(m), "content": m.content} for m in messages],
+            "turns": sum(not isinstance(m, HumanMessage) for m in messages),
+            "pending": bool(messages) and isinstance(messages[-1], HumanMessage),
+        }
+
+    async def checkpoints(self, thread_id: str, principal: str, limit: int) -> list[dict[str, Any]]:
+        await self._owned_state(thread_id, principal)
+        history = []
+        async for snap in self.graph.aget_state_history(_config(thread_id), limit=limit):
+            history.append(
+                {
+                    "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
+                    "parent_checkpoint_id": (snap.parent_config or {})
+                    .get("configurable", {})
+                    .get("checkpoint_id"),
+                    "step": snap.metadata.get("step") if snap.metadata else None,
+                    "source": snap.metadata.get("source") if snap.metadata else None,
+                    "created_at": snap.created_at,
+                    "next": list(snap.next),
+                    "messages": len(snap.values.get("messages", [])),
+                }
+            )
+        return history
+
+    async def delete(self, thread_id: str, principal: str) -> None:
+        await self._owned_state(thread_id, principal)
+        # Under the lease, so no turn is half-way through writing the thread we delete.
+        async with self.lease.hold(thread_id):
+            await self.checkpointer.adelete_thread(thread_id)
+
+    async def run_turn(
+        self, thread_id: str, principal: str, message_id: str, content: str
+    ) -> TurnResult:
+        """One turn, to completion. See :meth:`stream_turn`."""
+        result = None
+        # Drain the generator: its last step releases the lease.
+        async with contextlib.aclosing(self.stream_turn(thread_id, principal, message_id, content)) as turn:
+            async for item in turn:
+                if isinstance(item, TurnResult):
+                    result = item
+        assert result is not None, "stream_turn ended without a result"
+        return result
+
+    async def stream_turn(
+        self, thread_id: str, principal: str, message_id: str, content: str
+    ) -> AsyncIterator[str | TurnResult]:
+        """Yield the reply's tokens as the model produces them, then the :class:`TurnResult`.
+
+        A stored reply (idempotent retry) yields no tokens, only the result.
+
+        Raises:
+            ThreadNotFound, LeaseBusy, LeaseLost, IdempotencyConflict; store errors as raised.
+        """
+        await self._owned_state(thread_id, principal)
+        started = time.monotonic()
+        outcome = "error"
+        self.in_flight += 1
+        try:
+            async with self.lease.hold(thread_id) as held:
+                config = _config(thread_id, held.token)
+                state = await self._owned_state(thread_id, principal, held.token)
+                messages: list[BaseMessage] = state.values.get("messages", [])
+
+                for i, message in enumerate(messages):
+                    if message.id != message_id:
+                        continue
+                    if message.content != content:
+                        raise IdempotencyConflict(message_id)
+                    if i + 1 < len(messages):
+                        outcome = "stored"
+                        reply = messages[i + 1]
+                        yield TurnResult(thread_id, _turn_of(messages, i), str(reply.id), str(reply.content))
+                        return
+                    break
+
+                pending = messages[-1] if messages and isinstance(messages[-1], HumanMessage) else None
+                if pending is not None and pending.id != message_id:
+                    # An interrupted turn of an earlier message: finish it first, so human and
+                    # AI messages keep alternating.
+                    log.info("finishing interrupted turn", extra={"thread_id": thread_id})
+                    await self._run_graph(config, pending, held)
+
+                human = HumanMessage(content=content, id=message_id)
+                final: dict[str, Any] = {}
+                async for item in self._stream_graph(config, human, held):
+                    if isinstance(item, str):
+                        yield item
+                    else:
+                        final = item
+                messages = final["messages"]
+                index = next(i for i, m in enumerate(messages) if m.id == message_id)
+                reply = messages[index + 1]
+                outcome = "ok"
+                yield TurnResult(thread_id, _turn_of(messages, index), str(reply.id), str(reply.content))
+        except FencedError:
+            outcome = "fenced"
+            metrics.LEASE_LOST.inc()
+            raise LeaseLost(thread_id) from None
+        except LeaseBusy:
+            outcome = "busy"
+            raise
+        finally:
+            self.in_flight -= 1
+            metrics.TURN_SECONDS.labels(outcome).observe(time.monotonic() - started)
+            log.info("turn", extra={"thread_id": thread_id, "outcome": outcome})
+
+    async def _stream_graph(self, config, human: HumanMessage, held) -> AsyncIterator[str | dict]:
+        """Run the graph for ``human``; yield token strings, then the final state values."""
+        final: dict[str, Any] = {}
+        async for mode, data in self.graph.astream(
+            {"messages": [human]}, config, stream_mode=["messages", "values"]
+        ):
+            if held.lost.is_set():
+                raise LeaseLost(config["configurable"]["thread_id"])
+            if mode == "values":
+                final = data
+                continue
+            chunk, meta = data
+            # Only the model's streamed chunks; the node's final message repeats them whole.
+            if isinstance(chunk, AIMessageChunk) and chunk.content and meta.get("langgraph_node") == MODEL_NODE:
+                yield str(chunk.content)
+        yield final
+
+    async def _run_graph(self, config, human: HumanMessage, held) -> None:
+        async for _ in self._stream_graph(config, human, held):
+            pass
