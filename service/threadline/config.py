@@ -28,7 +28,21 @@ class ConfigError(ValueError):
     """A setting is missing or invalid; the message names the environment variable."""
 
 
-class CheckpointSettings(BaseSettings):
+class _RedactedRepr(BaseSettings):
+    """``repr()`` (and so any log line of a settings object) without passwords."""
+
+    def __repr_args__(self):  # type: ignore[no-untyped-def]
+        for name, value in super().__repr_args__():
+            if isinstance(value, str) and name.endswith("redis_url"):
+                value = urls.redact(value)
+            elif isinstance(value, str) and (name.endswith("_password") or name == "postgres_url"):
+                value = "***"  # a Postgres DSN may hold a password in several spellings
+            elif name == "api_keys" and value:
+                value = "***"
+            yield name, value
+
+
+class CheckpointSettings(_RedactedRepr):
     """Where conversation state lives (``CHECKPOINT_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="CHECKPOINT_", extra="ignore")
@@ -63,7 +77,7 @@ class CheckpointSettings(BaseSettings):
         return self
 
 
-class SessionSettings(BaseSettings):
+class SessionSettings(_RedactedRepr):
     """Auth sessions (``SESSION_*``, ``REDIS_URL``, ``API_KEYS``)."""
 
     model_config = SettingsConfigDict(env_prefix="SESSION_", extra="ignore")
@@ -100,7 +114,11 @@ class SessionSettings(BaseSettings):
         for entry in filter(None, (e.strip() for e in self.api_keys.split(","))):
             principal, _, digest = entry.rpartition(":")
             digest = digest.lower()
-            if not principal or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            if (
+                not principal
+                or len(digest) != 64
+                or any(c not in "0123456789abcdef" for c in digest)
+            ):
                 raise ConfigError(
                     "API_KEYS: every entry must be principal:sha256hex "
                     "(`python -m threadline hash-key` prints one)"
@@ -147,7 +165,9 @@ class ServerSettings(BaseSettings):
     max_message_bytes: int = Field(default=32 * 1024, gt=0)
     # Names the process or pod in replies; the pod name under Kubernetes.
     replica_name: str = Field(
-        default_factory=lambda: os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+        default_factory=lambda: (
+            os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+        )
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -182,8 +202,16 @@ def load(group: type[S], **overrides: object) -> S:
     Raises:
         ConfigError: naming the variable; the offending value is never repeated.
     """
+    # A field read from an aliased variable (REDIS_URL, REDIS_PASSWORD …) accepts only the
+    # alias as a keyword; without this, `load(SessionSettings, redis_url=…)` is silently ignored.
+    kwargs = {}
+    for name, value in overrides.items():
+        alias = group.model_fields[name].validation_alias if name in group.model_fields else None
+        if isinstance(alias, AliasChoices):
+            name = str(alias.choices[0])
+        kwargs[name] = value
     try:
-        return group(**overrides)
+        return group(**kwargs)
     except ValidationError as exc:
         problems = []
         for error in exc.errors(include_input=False, include_url=False):
@@ -193,7 +221,9 @@ def load(group: type[S], **overrides: object) -> S:
             named, sep, rest = message.partition(": ")
             if sep and named in group.model_fields:
                 field, message = named, rest
-            problems.append(f"{env_name(group, field)}: {message}")
+            # pydantic names an aliased field (REDIS_URL …) by its alias: already the variable.
+            variable = env_name(group, field) if field in group.model_fields else field.upper()
+            problems.append(f"{variable}: {message}")
         raise ConfigError("; ".join(problems)) from None
 
 

@@ -14,6 +14,7 @@ either. The lease's fencing token rides along in the config to every checkpoint 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
@@ -37,6 +39,7 @@ __all__ = [
     "IdempotencyConflict",
     "LeaseBusy",
     "LeaseLost",
+    "RunningTurn",
     "ThreadNotFound",
     "TurnResult",
 ]
@@ -229,3 +232,50 @@ class Conversations:
     async def _run_graph(self, config, human: HumanMessage, held) -> None:
         async for _ in self._stream_graph(config, human, held):
             pass
+
+
+class RunningTurn:
+    """A streamed turn running in a task of its own.
+
+    The graph run must start, run and be cancelled in one task: LangGraph binds its step
+    machinery to the task that entered it. A streaming response reads the first item in the
+    request's task and the rest in the response's task; reading through this queue keeps the
+    run in one place, and :meth:`cancel` (client gone) cancels the model call promptly.
+    """
+
+    _END = object()
+
+    def __init__(self, turn: AsyncIterator[str | TurnResult]) -> None:
+        self._items: asyncio.Queue[object] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(turn), name="turn")
+
+    async def _run(self, turn: AsyncIterator[str | TurnResult]) -> None:
+        try:
+            async with contextlib.aclosing(turn):
+                async for item in turn:
+                    self._items.put_nowait(item)
+        except Exception as exc:  # handed to the reader, who maps it to a status or event
+            self._items.put_nowait(exc)
+        finally:
+            self._items.put_nowait(self._END)
+
+    async def next(self) -> str | TurnResult | None:
+        """The next token or the result; None when the turn is over.
+
+        Raises:
+            whatever the turn raised.
+        """
+        item = await self._items.get()
+        if item is self._END:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item  # type: ignore[return-value]
+
+    async def cancel(self) -> None:
+        """Stop the turn (if still running) and wait, bounded, for its clean-up."""
+        if not self._task.done():
+            self._task.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -36,7 +36,7 @@ def _encode_part(raw: str) -> str:
     pos = 0
     for match in _PERCENT_TRIPLET.finditer(raw):
         out.append(quote(raw[pos : match.start()], safe=_SAFE))
-        out.append(match.group(0).upper())
+        out.append(match.group(0))  # verbatim: an encoded URL must come back unchanged
         pos = match.end()
     out.append(quote(raw[pos:], safe=_SAFE))
     return "".join(out)

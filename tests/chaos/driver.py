@@ -48,6 +48,9 @@ REPLY_RE = re.compile(
     r"^turn (\d+) · history ([0-9a-f]{12}) · you said: (.*)$", re.DOTALL
 )
 
+# Statuses a retry cannot fix: the conversation stops (and its remaining turns are lost).
+FATAL_STATUSES = frozenset({400, 401, 403, 404, 413, 422})
+
 # Outcome of one attempt; everything but "ok" is retried with the same message id.
 OK = "ok"
 FAILURE_KINDS = (
@@ -314,6 +317,44 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
+@dataclass(frozen=True)
+class ChaosEvent:
+    """Something the chaos controller did: ``kind`` (kill, pause, term, redis, pod_delete,
+    scale_down) at ``time`` (``time.monotonic()``) to ``endpoint`` (None: every endpoint)."""
+
+    time: float
+    kind: str
+    endpoint: str | None = None
+
+
+def cause_of(
+    attempt: Attempt, events: Sequence[ChaosEvent], window: float = 30.0
+) -> str:
+    """The kind of the latest event at most ``window`` s before the failure, on its endpoint
+    (or on every endpoint); ``"other"`` when there is none."""
+    best: ChaosEvent | None = None
+    for event in events:
+        if event.endpoint not in (None, attempt.endpoint):
+            continue
+        recent = event.time <= attempt.ended and attempt.ended - event.time <= window
+        if recent and (best is None or event.time > best.time):
+            best = event
+    return best.kind if best else "other"
+
+
+def _recovery_by(
+    turns: Sequence[TurnRecord], events: Sequence[ChaosEvent]
+) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    if not events:
+        return out
+    for turn in turns:
+        recovery = turn.recovery
+        if recovery is not None:
+            out.setdefault(cause_of(turn.failures[0], events), []).append(recovery)
+    return out
+
+
 CHAOS_KEYS = (
     "kills",
     "pauses",
@@ -345,6 +386,11 @@ class Verdict:
     statuses: Counter[int]
     client_mismatches: int  # replies received that differ from the expected one
     elapsed: float | None = None
+    recovery_by: dict[str, list[float]] = field(default_factory=dict)
+
+    def recovery_percentile(self, cause: str, q: float) -> float | None:
+        """Recovery percentile of the turns whose first failure followed a ``cause`` event."""
+        return _percentile(self.recovery_by.get(cause, []), q)
 
     @property
     def ok(self) -> bool:
@@ -385,13 +431,18 @@ class Verdict:
             ",".join(f"{k}:{n}" for k, n in sorted(self.statuses.items())) or "none"
         )
         elapsed = f" elapsed={self.elapsed:.1f}s" if self.elapsed is not None else ""
+        by = "".join(
+            f" {cause}-recovery p50={secs(_percentile(v, 50))} p99={secs(_percentile(v, 99))}"
+            f" (n={len(v)})"
+            for cause, v in sorted(self.recovery_by.items())
+        )
         return (
             f"{label}: {'PASS' if self.ok else 'FAIL'} turns={self.turns}/{self.planned} {chaos} "
             f"lost={self.lost} duplicated={self.duplicated} forked={self.forked} "
             f"stale={self.stale} other={self.other} mismatched={self.client_mismatches} "
             f"replicas/thread=mean {self.replicas_mean:.2f} max {self.replicas_max} "
             f"recovery p50={secs(self.recovery_p50)} p99={secs(self.recovery_p99)} "
-            f"max={secs(max(self.recovery) if self.recovery else None)} (n={len(self.recovery)}) "
+            f"max={secs(max(self.recovery) if self.recovery else None)} (n={len(self.recovery)}){by} "
             f"attempts={self.attempts} failures={fails} statuses={statuses}{elapsed}"
         )
 
@@ -402,6 +453,7 @@ def judge(
     turns: int,
     chaos: Mapping[str, int] | None = None,
     elapsed: float | None = None,
+    events: Sequence[ChaosEvent] = (),
 ) -> Verdict:
     """The verdict over every conversation: a pure function of the client record and the store.
 
@@ -411,6 +463,8 @@ def judge(
         turns: turns each conversation was meant to have.
         chaos: what was done to the system (kills, pauses, ...), reported in the summary.
         elapsed: wall-clock seconds of the run, reported in the summary.
+        events: what the chaos controller did and when; recovery times are split by the event
+            each failure follows (:func:`cause_of`).
     """
     findings = [
         judge_thread(r, server_threads.get(r.thread_id), turns) for r in records
@@ -431,6 +485,7 @@ def judge(
         replicas_mean=statistics.fmean(replicas) if replicas else 0.0,
         replicas_max=max(replicas, default=0),
         recovery=[r for t in all_turns if (r := t.recovery) is not None],
+        recovery_by=_recovery_by(all_turns, events),
         attempts=len(attempts),
         failures=Counter(a.outcome for a in attempts if a.outcome != OK),
         statuses=Counter(a.status for a in attempts if a.status is not None),
@@ -498,6 +553,7 @@ class InFlight:
     endpoint: str
     message_id: str
     since: float
+    attempt: Attempt
     streaming: bool = False  # at least one token received
 
 
@@ -595,7 +651,7 @@ class Driver:
                     return resp.json()["thread_id"]
                 detail = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 retry_after = resp.headers.get("Retry-After")
-                if resp.status_code in (400, 401, 403, 404, 413, 422):
+                if resp.status_code in FATAL_STATUSES:
                     raise RuntimeError(f"POST /v1/threads on {url}: {detail}")
             except httpx.HTTPError as exc:
                 detail, retry_after = f"{type(exc).__name__}: {exc}", None
@@ -622,7 +678,7 @@ class Driver:
         url = self.endpoints.next()
         attempt = Attempt(endpoint=url, started=time.monotonic())
         key = id(attempt)
-        self.inflight[key] = InFlight(url, turn.message_id, attempt.started)
+        self.inflight[key] = InFlight(url, turn.message_id, attempt.started, attempt)
         body: dict | None = None
         retry_after: str | None = None
         try:
@@ -725,6 +781,7 @@ class Driver:
     ) -> bool:
         deadline = time.monotonic() + self.config.turn_deadline
         failures = 0
+        refused = 0  # consecutive connection refusals
         while True:
             attempt, body, retry_after = await self._attempt(
                 client, rec.thread_id, turn
@@ -743,14 +800,7 @@ class Driver:
                     )
                 return True
             failures += 1
-            if attempt.status is not None and attempt.status in (
-                400,
-                401,
-                403,
-                404,
-                413,
-                422,
-            ):
+            if attempt.status in FATAL_STATUSES:
                 rec.aborted = f"turn {turn.index}: {attempt.detail}"
                 return False
             if time.monotonic() > deadline:
@@ -760,7 +810,15 @@ class Driver:
                 )
                 self._log(f"ABORT {rec.thread_id}: {rec.aborted}")
                 return False
-            await self._backoff(failures, retry_after)
+            # A refused connection means that endpoint is gone: try the next one at once, and
+            # back off only once every endpoint refused in a row.
+            refused = refused + 1 if attempt.outcome == "connect" else 0
+            if 0 < refused < max(1, len(self.endpoints.urls)):
+                await asyncio.sleep(0.01)
+                continue
+            await self._backoff(
+                failures - refused + 1 if refused else failures, retry_after
+            )
 
     async def _conversation(self, client: httpx.AsyncClient, conv: int) -> None:
         rec = ConversationRecord(thread_id=await self.create_thread(client))
@@ -823,11 +881,14 @@ class Driver:
         self,
         server_threads: Mapping[str, Mapping[str, Any] | None],
         chaos: Mapping[str, int] | None = None,
+        events: Sequence[ChaosEvent] = (),
     ) -> Verdict:
         elapsed = None
         if self.started is not None and self.finished is not None:
             elapsed = self.finished - self.started
-        return judge(self.records, server_threads, self.config.turns, chaos, elapsed)
+        return judge(
+            self.records, server_threads, self.config.turns, chaos, elapsed, events
+        )
 
 
 def simulate(

@@ -1,9 +1,10 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and the Prometheus endpoint."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from threadline.api.deps import RuntimeDep
 from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
@@ -31,3 +32,8 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     except STORE_ERRORS as exc:
         return error_response(503, "stores_unavailable", f"a store did not answer ({type(exc).__name__})", retry)
     return JSONResponse({"status": "ready", "replica": runtime.replica})
+
+
+@router.get("/metrics", include_in_schema=False)
+async def prometheus_metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -40,8 +40,6 @@ class ServiceMiddleware:
             await self.app(scope, receive, send_with_replica)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path", None) or (
-                "/metrics" if scope["path"].startswith("/metrics") else "unmatched"
-            )
+            template = getattr(route, "path", "unmatched")
             metrics.HTTP_REQUESTS.labels(scope["method"], template, str(status)).inc()
             metrics.HTTP_SECONDS.labels(scope["method"], template).observe(time.monotonic() - started)

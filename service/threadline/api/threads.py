@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import uuid
@@ -17,7 +16,7 @@ from threadline import metrics
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError
 from threadline.stores import STORE_ERRORS
-from threadline.turns import TurnResult
+from threadline.turns import RunningTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +91,18 @@ async def post_message(
     if size > limit:
         raise ApiError(413, "content_too_large", f"content is larger than {limit} bytes")
     message_id = body.id or uuid.uuid4().hex
-    turn = conversations.stream_turn(thread_id, principal, message_id, body.content)
 
     if "text/event-stream" not in accept:
-        async with contextlib.aclosing(turn):
-            result = [item async for item in turn if isinstance(item, TurnResult)][0]
+        result = await conversations.run_turn(thread_id, principal, message_id, body.content)
         return _turn_body(result, runtime.replica)
 
     # Take the lease (and check ownership and idempotency) before answering, so a busy thread
     # or a missing one is an HTTP status, not an event inside a 200 stream.
+    turn = RunningTurn(conversations.stream_turn(thread_id, principal, message_id, body.content))
     try:
-        first = await anext(turn)
+        first = await turn.next()
     except BaseException:
-        await turn.aclose()
+        await turn.cancel()
         raise
     server = runtime.settings.server
     return EventSourceResponse(
@@ -117,27 +115,22 @@ async def post_message(
     )
 
 
-async def _events(
-    first: str | TurnResult, turn: AsyncIterator[str | TurnResult], replica: str
-) -> AsyncIterator[ServerSentEvent]:
+async def _events(first: str | TurnResult | None, turn: RunningTurn, replica: str) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream of one turn. A client that goes away cancels this generator, which
-    cancels the graph run and with it the model call."""
+    cancels the turn and with it the model call."""
     metrics.ACTIVE_STREAMS.inc()
     try:
-        async with contextlib.aclosing(turn):
-            item = first
-            while True:
-                if isinstance(item, TurnResult):
-                    yield ServerSentEvent(json.dumps(_turn_body(item, replica)), event="done")
-                else:
-                    yield ServerSentEvent(json.dumps({"token": item}), event="token")
-                try:
-                    item = await anext(turn)
-                except StopAsyncIteration:
-                    return
+        item = first
+        while item is not None:
+            if isinstance(item, TurnResult):
+                yield ServerSentEvent(json.dumps(_turn_body(item, replica)), event="done")
+            else:
+                yield ServerSentEvent(json.dumps({"token": item}), event="token")
+            item = await turn.next()
     except (*STORE_ERRORS, *DOMAIN_ERRORS) as exc:
         status, code, message = DOMAIN_ERRORS.get(type(exc), (503, "unavailable", "a store is unreachable; retry"))
         log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
         yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
     finally:
+        await turn.cancel()
         metrics.ACTIVE_STREAMS.dec()

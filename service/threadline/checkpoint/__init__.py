@@ -11,7 +11,9 @@
 Every saver comes out wrapped once by :mod:`threadline.checkpoint.instrumented` (metrics).
 An unreachable store raises :class:`StoreUnavailable` at open; it is never replaced by memory.
 Backend modules are imported only when chosen, so a process on one backend never imports the
-client libraries of the others.
+client libraries of the others. (No bare ``import redis`` here: once the submodule
+``threadline.checkpoint.redis`` is imported, the package attribute ``redis`` is that submodule;
+Redis client code lives in :mod:`threadline.checkpoint.probe`.)
 """
 
 from __future__ import annotations
@@ -21,22 +23,18 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-import redis.asyncio
-import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from threadline import config, urls
+from threadline import config
 from threadline.checkpoint.errors import StoreUnavailable
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
+from threadline.checkpoint.probe import ping_redis
 from threadline.config import CheckpointSettings
 
 __all__ = ["InstrumentedSaver", "StoreUnavailable", "open_checkpointer"]
 
 log = logging.getLogger(__name__)
-
-# Seconds to wait for a TCP connection to Redis at open before reporting StoreUnavailable.
-REDIS_CONNECT_TIMEOUT = 5.0
 
 Opener = Callable[[CheckpointSettings], AbstractAsyncContextManager[BaseCheckpointSaver]]
 
@@ -101,20 +99,3 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
         yield saver
     finally:
         await saver.aclose()
-
-
-async def ping_redis(url: str, *, backend: str) -> None:
-    """One ``PING`` on a short-lived connection.
-
-    Raises:
-        StoreUnavailable: no connection, a refused password, or a timeout.
-    """
-    client = redis.asyncio.Redis.from_url(
-        url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT, socket_timeout=REDIS_CONNECT_TIMEOUT
-    )
-    try:
-        await client.ping()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}") from exc
-    finally:
-        await client.aclose()

@@ -27,8 +27,8 @@ threads uses SCAN.
 Records are sequences of netstrings (``<len>:<bytes>``), which the Lua scripts can read
 without a decoder. A checkpoint record is ``k, blob_field_1 … blob_field_k, checkpoint type,
 checkpoint bytes, metadata type, metadata bytes, parent id``: the scripts read only the
-``k`` blob field names (the checkpoint's ``channel_versions``) to fetch its channel values in
-the same round trip; Python reads the rest. A write record is ``task_id, channel, type,
+``k`` blob field names (the checkpoint's ``channel_versions``, which Python then fetches with
+one HMGET); Python reads the rest. A write record is ``task_id, channel, type,
 bytes, task_path, idx``.
 """
 
@@ -90,7 +90,7 @@ def fence_counter_key(thread_id: str) -> str:
 
 
 class ThreadKeys(NamedTuple):
-    """All keys of one thread; the first five hold checkpoint data."""
+    """All keys of one thread, in the KEYS order of every script; the first five hold data."""
 
     idx: str
     cp: str
@@ -141,12 +141,12 @@ class Script:
 
 @dataclass(frozen=True, slots=True)
 class Commands:
-    """Run commands in one round trip (a MULTI pipeline when ``transaction``).
+    """Run commands (tuples, or :class:`Script` calls) in one round trip.
 
-    The driver sends back the list of replies.
+    A MULTI/EXEC transaction when ``transaction``. The driver sends back the list of replies.
     """
 
-    commands: Sequence[tuple[Any, ...]]
+    commands: Sequence[tuple[Any, ...] | Script]
     transaction: bool = False
 
 
@@ -327,11 +327,26 @@ def decode_writes(serde: SerializerProtocol, records: Sequence[bytes | None]) ->
     ]
 
 
+def blob_fields_of(record: bytes) -> list[bytes]:
+    """The blobs-hash fields a checkpoint record refers to (one per channel it has)."""
+    items = unpack(record)
+    return items[1 : 1 + int(items[0])]
+
+
 def decode_tuple(
-    serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, entry: Sequence[Any]
+    serde: SerializerProtocol,
+    thread_id: str,
+    checkpoint_ns: str,
+    entry: Sequence[Any],
+    blob_values: Sequence[bytes | None],
 ) -> CheckpointTuple:
-    """Build a CheckpointTuple from one ``load`` reply ``[id, record, blobs, writes]``."""
-    raw_id, record, blob_values, write_records = entry
+    """Build a CheckpointTuple.
+
+    Args:
+        entry: one ``load`` script reply ``[checkpoint_id, record, write records]``.
+        blob_values: HMGET of the record's :func:`blob_fields_of`, in that order.
+    """
+    raw_id, record, write_records = entry
     checkpoint_id = raw_id.decode()
     items = unpack(record)
     count = int(items[0])
@@ -339,7 +354,7 @@ def decode_tuple(
     cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + count :]
     values: dict[str, Any] = {}
     skip = len(checkpoint_ns) + 1
-    for field, raw in zip(fields, blob_values or (), strict=False):
+    for field, raw in zip(fields, blob_values, strict=True):
         if raw is None:
             continue
         typed = _untyped(raw)

@@ -8,8 +8,11 @@ Postgres advisory lock taken on a dedicated connection.
 The lock is taken by polling ``pg_try_advisory_lock``, not by a blocking ``pg_advisory_lock``:
 a replica blocked inside ``SELECT pg_advisory_lock(...)`` holds a snapshot for as long as it
 waits, and ``CREATE INDEX CONCURRENTLY`` in the lock holder waits for every older snapshot to
-go away, so holder and waiter would wait for each other (Postgres reports a deadlock). A
-failed ``pg_try_advisory_lock`` returns at once and holds nothing. ``CREATE INDEX
+go away. Holder and waiter then wait for each other through the holder's *client* (the lock
+and the index build are on different connections), a cycle Postgres cannot see: measured with
+4 replicas on a fresh database, the blocking variant hung forever (CREATE INDEX waiting on
+``virtualxid``, three sessions on ``advisory``). A failed ``pg_try_advisory_lock`` returns at
+once and holds nothing; the same test passes in ~0.3 s. ``CREATE INDEX
 CONCURRENTLY`` itself cannot run inside a transaction: the pool's connections are autocommit,
 and a session advisory lock needs no transaction.
 """
@@ -52,7 +55,8 @@ def describe(conninfo: str) -> str:
         params = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         return "<unparsable postgres dsn>"
-    return f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+    host, port = params.get("host", "localhost"), params.get("port", 5432)
+    return f"{host}:{port}/{params.get('dbname', '')}"
 
 
 @asynccontextmanager

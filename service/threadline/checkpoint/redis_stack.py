@@ -16,15 +16,21 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import redis.asyncio
 import redis.exceptions
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
+from redisvl.exceptions import RedisVLError
 
 from threadline import urls
 from threadline.checkpoint.errors import StoreUnavailable
+from threadline.checkpoint.probe import ping_redis
 from threadline.config import CheckpointSettings
 
 # Seconds to wait for a TCP connection before reporting StoreUnavailable.
 CONNECT_TIMEOUT = 5.0
+# Seconds one command may take: a paused or partitioned Redis becomes an error, not a hang.
+# Longer than a connect: FT.SEARCH over a large index is slower than a plain GET.
+COMMAND_TIMEOUT = 10.0
 
 
 def ttl_config(ttl_seconds: int) -> dict[str, object]:
@@ -37,35 +43,39 @@ async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncRedisSa
     """Connect, create the RediSearch indexes (``asetup``), yield the saver.
 
     Raises:
-        StoreUnavailable: Redis cannot be reached, refuses the credentials, or lacks the
-            RedisJSON / RediSearch modules.
+        StoreUnavailable: Redis cannot be reached, refuses the credentials, or its index setup
+            fails (no RedisJSON / RediSearch).
     """
-    target = urls.redact(settings.redis_url)
-    saver = AsyncRedisSaver(
-        redis_url=settings.redis_url,
-        connection_args={"socket_connect_timeout": CONNECT_TIMEOUT},
-        ttl=ttl_config(settings.redis_ttl),
+    await ping_redis(settings.redis_url, backend="redis-stack")
+    # Our own client (closed by us): the library's URL path builds one through a redisvl
+    # factory that warns on every call, and this way the connect timeout is ours too.
+    client = redis.asyncio.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=COMMAND_TIMEOUT
     )
+    saver = AsyncRedisSaver(redis_client=client, ttl=ttl_config(settings.redis_ttl))
     try:
         # What `async with AsyncRedisSaver(...)` does on enter; done by hand so a failure here
         # becomes StoreUnavailable and still closes the client.
         await saver.asetup()
         await saver.aset_client_info()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        await _close(saver)
-        raise StoreUnavailable("redis-stack", f"{target}: {type(exc).__name__}") from exc
-    except redis.exceptions.ResponseError as exc:
-        await _close(saver)
+    except (RedisVLError, redis.exceptions.RedisError) as exc:
+        await _close(saver, client)
+        # Reachable a moment ago (the ping), so this is almost always plain Redis without the
+        # modules ("unknown command 'FT.INFO'"); the class name says if it was not.
         raise StoreUnavailable(
             "redis-stack",
-            f"{target} lacks RedisJSON/RediSearch ({type(exc).__name__}); use Redis 8 or "
-            "Redis Stack, or CHECKPOINT_BACKEND=redis",
+            f"{urls.redact(settings.redis_url)}: index setup failed ({type(exc).__name__}); "
+            "the server needs RedisJSON and RediSearch (Redis 8 or Redis Stack), otherwise "
+            "use CHECKPOINT_BACKEND=redis",
         ) from exc
     try:
         yield saver
     finally:
-        await _close(saver)
+        await _close(saver, client)
 
 
-async def _close(saver: AsyncRedisSaver) -> None:
-    await saver.__aexit__(None, None, None)
+async def _close(saver: AsyncRedisSaver, client: redis.asyncio.Redis) -> None:
+    try:
+        await saver.__aexit__(None, None, None)  # releases the indexes' hold on the client
+    finally:
+        await client.aclose()

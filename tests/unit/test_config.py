@@ -1,0 +1,186 @@
+"""Settings: defaults match the brief; every misconfiguration names its variable, no password."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from threadline import config
+from threadline.config import (
+    CheckpointSettings,
+    ConfigError,
+    ModelSettings,
+    SessionSettings,
+    TurnSettings,
+    load,
+)
+
+pytestmark = pytest.mark.unit
+
+PASSWORD = "Du0PmDvmqDWqDTgfGnmi6/SKyuQydi3z7cPTgEQoE+s="
+ENCODED = "Du0PmDvmqDWqDTgfGnmi6%2FSKyuQydi3z7cPTgEQoE%2Bs%3D"
+_OURS = (
+    "CHECKPOINT_",
+    "SESSION_",
+    "REDIS_",
+    "TURN_",
+    "MODEL",
+    "API_KEYS",
+    "PORT",
+    "HOST",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith(_OURS):
+            monkeypatch.delenv(name)
+
+
+def fails(group: type, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load(group)
+    message = str(caught.value)
+    assert PASSWORD not in message and ENCODED not in message
+    assert "SKyuQydi3z7" not in message  # not even a part of it
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    return message
+
+
+def test_checkpoint_defaults_match_the_brief() -> None:
+    settings = load(CheckpointSettings)
+    assert settings.backend == "sqlite"
+    assert settings.redis_url == "redis://localhost:6379/1"
+    assert settings.redis_ttl == 604800
+    assert settings.sqlite_path == Path("./data/checkpoints.sqlite")
+    assert settings.postgres_url is None
+
+
+def test_other_defaults_match_the_brief() -> None:
+    session, model, turn = (
+        load(SessionSettings),
+        load(ModelSettings),
+        load(TurnSettings),
+    )
+    assert session.backend == "memory"
+    assert session.redis_url == "redis://localhost:6379/0"
+    assert model.name == "builtin" and model.token_delay_ms == 0
+    assert turn.lease_seconds == 10
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"CHECKPOINT_BACKEND": "mongodb"}, "CHECKPOINT_BACKEND"),
+        (
+            {"CHECKPOINT_REDIS_URL": f"http://:{PASSWORD}@h:6379/1"},
+            "CHECKPOINT_REDIS_URL",
+        ),
+        (
+            {"CHECKPOINT_REDIS_URL": f"redis://:{PASSWORD}@h:port/1"},
+            "CHECKPOINT_REDIS_URL",
+        ),
+        (
+            {"CHECKPOINT_REDIS_URL": f"redis://:{PASSWORD}@h:6379/one"},
+            "CHECKPOINT_REDIS_URL",
+        ),
+        ({"CHECKPOINT_REDIS_URL": f"redis://:{PASSWORD}@/1"}, "CHECKPOINT_REDIS_URL"),
+        ({"CHECKPOINT_REDIS_TTL": "0"}, "CHECKPOINT_REDIS_TTL"),
+        ({"CHECKPOINT_REDIS_TTL": "a week"}, "CHECKPOINT_REDIS_TTL"),
+        ({"CHECKPOINT_BACKEND": "postgres"}, "CHECKPOINT_POSTGRES_URL"),
+        (
+            {
+                "CHECKPOINT_BACKEND": "redis-stack",
+                "CHECKPOINT_REDIS_URL": f"redis://:{PASSWORD}@h/1",
+            },
+            "CHECKPOINT_REDIS_URL",
+        ),
+    ],
+)
+def test_checkpoint_misconfiguration_names_the_variable(
+    env: dict[str, str], variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = fails(CheckpointSettings, env, monkeypatch)
+    assert message.startswith(f"{variable}: ")
+
+
+def test_redis_stack_default_url_is_db_1_so_it_needs_an_explicit_db_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = fails(
+        CheckpointSettings, {"CHECKPOINT_BACKEND": "redis-stack"}, monkeypatch
+    )
+    assert "db 0" in message and "CHECKPOINT_BACKEND=redis" in message
+    monkeypatch.setenv("CHECKPOINT_REDIS_URL", "redis://h:6379/0")
+    assert load(CheckpointSettings).backend == "redis-stack"
+    monkeypatch.setenv("CHECKPOINT_REDIS_URL", "redis://h:6379")  # no db means db 0
+    assert load(CheckpointSettings).backend == "redis-stack"
+
+
+@pytest.mark.parametrize(
+    ("group", "env", "variable"),
+    [
+        (SessionSettings, {"REDIS_URL": f"redis://:{PASSWORD}@h:x/0"}, "REDIS_URL"),
+        (SessionSettings, {"SESSION_BACKEND": "postgres"}, "SESSION_BACKEND"),
+        (ModelSettings, {"MODEL": "gpt-4o"}, "MODEL"),
+        (ModelSettings, {"MODEL_TOKEN_DELAY_MS": "-1"}, "MODEL_TOKEN_DELAY_MS"),
+        (TurnSettings, {"TURN_LEASE_SECONDS": "0"}, "TURN_LEASE_SECONDS"),
+    ],
+)
+def test_other_misconfiguration_names_the_variable(
+    group: type, env: dict[str, str], variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert fails(group, env, monkeypatch).startswith(f"{variable}: ")
+
+
+def test_raw_password_in_the_url_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHECKPOINT_REDIS_URL", f"redis://:{PASSWORD}@redis:6379/1")
+    assert load(CheckpointSettings).redis_url == f"redis://:{ENCODED}@redis:6379/1"
+
+
+def test_redis_password_variable_needs_no_encoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_PASSWORD", PASSWORD)
+    monkeypatch.setenv("CHECKPOINT_REDIS_URL", "redis://:old@redis:6379/1")
+    monkeypatch.setenv("REDIS_URL", "rediss://default@redis:6380/0")
+    assert load(CheckpointSettings).redis_url == f"redis://:{ENCODED}@redis:6379/1"
+    assert load(SessionSettings).redis_url == f"rediss://default:{ENCODED}@redis:6380/0"
+
+
+def test_overrides_by_field_name_reach_aliased_fields() -> None:
+    # REDIS_URL and REDIS_PASSWORD are aliases; overrides use the field names.
+    session = load(SessionSettings, redis_url="redis://other:6379/0")
+    assert session.redis_url == "redis://other:6379/0"
+    checkpoint = load(CheckpointSettings, redis_password=PASSWORD)
+    assert checkpoint.redis_url == f"redis://:{ENCODED}@localhost:6379/1"
+
+
+def test_settings_repr_holds_no_password() -> None:
+    checkpoint = load(
+        CheckpointSettings,
+        redis_url=f"redis://:{PASSWORD}@redis:6379/1",
+        postgres_url=f"postgresql://app:{PASSWORD}@pg/app",
+    )
+    session = load(SessionSettings, redis_password=PASSWORD)
+    for text in (repr(checkpoint), str(checkpoint), repr(session), str(session)):
+        assert PASSWORD not in text and ENCODED not in text
+    assert "redis://:***@redis:6379/1" in repr(checkpoint)
+
+
+def test_env_name_of_every_checkpoint_field() -> None:
+    names = {
+        config.env_name(CheckpointSettings, f) for f in CheckpointSettings.model_fields
+    }
+    assert names == {
+        "CHECKPOINT_BACKEND",
+        "CHECKPOINT_REDIS_URL",
+        "CHECKPOINT_REDIS_TTL",
+        "CHECKPOINT_SQLITE_PATH",
+        "CHECKPOINT_POSTGRES_URL",
+        "REDIS_PASSWORD",
+    }
