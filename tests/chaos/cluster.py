@@ -177,12 +177,18 @@ class LocalCluster:
         new.startup_seconds = time.monotonic() - started  # type: ignore[attr-defined]
         return new
 
-    def logs(self, tail: int = 40) -> str:
-        """The last lines of every replica's log (current and retired)."""
-        out = []
+    def logs(self, tail: int = 15, width: int = 400) -> str:
+        """Warnings and errors of every replica (current and retired): the last ``tail`` per
+        replica, each cut to ``width`` characters. The full logs stay in :attr:`log_dir`."""
+        out = [f"replica logs: {self.log_dir}"]
         for replica in [*self.retired, *self.replicas.values()]:
-            lines = replica.logs().splitlines()[-tail:]
-            out.append(f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines))
+            lines = [
+                line[:width]
+                for line in replica.logs().splitlines()
+                if '"level": "INFO"' not in line
+            ][-tail:]
+            if lines:
+                out.append(f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines))
         return "\n".join(out)
 
     def close(self) -> None:

@@ -1,0 +1,106 @@
+"""The turn lease on a real Redis: exclusive, renewed, expiring, fenced, released on cancel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+
+from threadline.checkpoint.base import lease_key
+from threadline.lease import LeaseBusy, LocalTurnLease, RedisTurnLease
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def client(redis_server):
+    client = aioredis.Redis.from_url(redis_server.url(1))
+    yield client
+    await client.aclose()
+
+
+def make_lease(client, lease_seconds=1.0, wait_seconds=0.2) -> RedisTurnLease:
+    return RedisTurnLease(client, lease_seconds=lease_seconds, wait_seconds=wait_seconds, counter_ttl_seconds=60)
+
+
+async def test_one_holder_at_a_time_and_tokens_increase(client):
+    a, b = make_lease(client), make_lease(client)
+    async with a.hold("t-excl") as first:
+        with pytest.raises(LeaseBusy):
+            async with b.hold("t-excl"):
+                pass
+    async with b.hold("t-excl") as second:
+        assert int(second.token) > int(first.token)
+    assert await client.exists(lease_key("t-excl")) == 0
+
+
+async def test_waiter_gets_the_lease_when_it_is_released(client):
+    a, b = make_lease(client), make_lease(client, wait_seconds=3)
+    order: list[str] = []
+
+    async def holder():
+        async with a.hold("t-wait"):
+            order.append("a")
+            await asyncio.sleep(0.3)
+
+    async def waiter():
+        await asyncio.sleep(0.05)
+        async with b.hold("t-wait"):
+            order.append("b")
+
+    await asyncio.gather(holder(), waiter())
+    assert order == ["a", "b"]
+
+
+async def test_renewal_keeps_a_long_turn_exclusive(client):
+    a, b = make_lease(client, lease_seconds=0.3), make_lease(client)
+    async with a.hold("t-renew") as held:
+        await asyncio.sleep(1.0)  # > 3 lease lifetimes
+        assert not held.lost.is_set()
+        with pytest.raises(LeaseBusy):
+            async with b.hold("t-renew"):
+                pass
+
+
+async def test_a_lost_lease_is_noticed(client):
+    a = make_lease(client, lease_seconds=0.3)
+    async with a.hold("t-lost") as held:
+        await client.set(lease_key("t-lost"), "someone-else")  # as if it expired and was taken
+        await asyncio.wait_for(held.lost.wait(), 1.0)
+    assert await client.get(lease_key("t-lost")) == b"someone-else"  # not released: not ours
+
+
+async def test_a_dead_holders_lease_expires(client):
+    await client.set(lease_key("t-dead"), "999", px=300)  # a holder that died holding it
+    b = make_lease(client, wait_seconds=2)
+    async with b.hold("t-dead") as held:
+        assert held.token != "999"
+
+
+async def test_cancelled_holder_releases(client):
+    a = make_lease(client)
+    entered = asyncio.Event()
+
+    async def turn():
+        async with a.hold("t-cancel"):
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(turn())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await client.exists(lease_key("t-cancel")) == 0
+
+
+async def test_local_lease_serializes_within_a_process():
+    lease = LocalTurnLease(wait_seconds=0.1)
+    async with lease.hold("t") as held:
+        assert held.token is None
+        with pytest.raises(LeaseBusy):
+            async with lease.hold("t"):
+                pass
+    async with lease.hold("t"):
+        pass
