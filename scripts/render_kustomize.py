@@ -57,7 +57,14 @@ TARGETS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     ),
     "deployments/components/redis/threadline.generated.yaml": (
         # the password Secret `threadline-redis` comes from the overlay (secretGenerator)
-        {"redis": {"inChart": {"enabled": True, "auth": {"existingSecret": "threadline-redis"}}}},
+        {
+            "redis": {
+                "inChart": {
+                    "enabled": True,
+                    "auth": {"existingSecret": "threadline-redis"},
+                }
+            }
+        },
         ("StatefulSet", "Service", "NetworkPolicy"),
     ),
     "deployments/overlays/preview-gke/externalsecret.generated.yaml": (
@@ -83,7 +90,11 @@ TARGETS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
 def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
-        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = (
+            merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
     return out
 
 
@@ -135,11 +146,15 @@ def strip(node: Any) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if a generated file is stale"
+    )
     args = parser.parse_args()
     stale = []
     for target, (extra, kinds) in TARGETS.items():
-        text = render(merge(COMMON, extra), kinds, redis_only="components/redis" in target)
+        text = render(
+            merge(COMMON, extra), kinds, redis_only="components/redis" in target
+        )
         path = REPO / target
         if args.check:
             if not path.exists() or path.read_text() != text:
@@ -149,7 +164,10 @@ def main() -> int:
             path.write_text(text)
             print(f"wrote {target}")
     if stale:
-        print("stale (run scripts/render_kustomize.py): " + ", ".join(stale), file=sys.stderr)
+        print(
+            "stale (run scripts/render_kustomize.py): " + ", ".join(stale),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

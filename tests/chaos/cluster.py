@@ -188,7 +188,9 @@ class LocalCluster:
                 if '"level": "INFO"' not in line
             ][-tail:]
             if lines:
-                out.append(f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines))
+                out.append(
+                    f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines)
+                )
         return "\n".join(out)
 
     def close(self) -> None:

@@ -327,19 +327,28 @@ class ChaosEvent:
     endpoint: str | None = None
 
 
-def cause_of(
-    attempt: Attempt, events: Sequence[ChaosEvent], window: float = 30.0
-) -> str:
-    """The kind of the latest event at most ``window`` s before the failure, on its endpoint
-    (or on every endpoint); ``"other"`` when there is none."""
-    best: ChaosEvent | None = None
-    for event in events:
-        if event.endpoint not in (None, attempt.endpoint):
-            continue
-        recent = event.time <= attempt.ended and attempt.ended - event.time <= window
-        if recent and (best is None or event.time > best.time):
-            best = event
-    return best.kind if best else "other"
+def recovery_cause(turn: TurnRecord, events: Sequence[ChaosEvent]) -> str:
+    """What a turn's recovery followed: the event before its first failure plus every event
+    on one of its endpoints (or on all) until it succeeded. One event gives its kind ("kill");
+    several give the kinds joined ("kill+redis"), so a "kill" recovery is one kill's alone."""
+    first = turn.failures[0]
+    endpoints = {a.endpoint for a in turn.attempts}
+    end = turn.completed_at if turn.completed_at is not None else first.ended
+    hit = {
+        e
+        for e in events
+        if e.endpoint in (None, *endpoints) and first.started <= e.time <= end
+    }
+    before = [
+        e
+        for e in events
+        if e.endpoint in (None, first.endpoint)
+        and e.time < first.started
+        and first.ended - e.time <= 30.0
+    ]
+    if before:
+        hit.add(max(before, key=lambda e: e.time))
+    return "+".join(sorted(e.kind for e in hit)) or "other"
 
 
 def _recovery_by(
@@ -351,7 +360,7 @@ def _recovery_by(
     for turn in turns:
         recovery = turn.recovery
         if recovery is not None:
-            out.setdefault(cause_of(turn.failures[0], events), []).append(recovery)
+            out.setdefault(recovery_cause(turn, events), []).append(recovery)
     return out
 
 
@@ -463,8 +472,8 @@ def judge(
         turns: turns each conversation was meant to have.
         chaos: what was done to the system (kills, pauses, ...), reported in the summary.
         elapsed: wall-clock seconds of the run, reported in the summary.
-        events: what the chaos controller did and when; recovery times are split by the event
-            each failure follows (:func:`cause_of`).
+        events: what the chaos controller did and when; recovery times are split by the
+            event(s) each recovery followed (:func:`recovery_cause`).
     """
     findings = [
         judge_thread(r, server_threads.get(r.thread_id), turns) for r in records

@@ -129,7 +129,9 @@ class Monkey:
         if target is None:
             return False
         cut = len(self._streaming(target.url))
-        self._event("kill", target.url)  # before the signal: the driver sees the reset at once
+        self._event(
+            "kill", target.url
+        )  # before the signal: the driver sees the reset at once
         await asyncio.to_thread(target.kill)
         self.counts["kills"] += 1
         self.streams_cut += cut

@@ -33,7 +33,7 @@ import pytest
 from servers import RedisServer
 
 from chaos.cluster import LocalCluster, image_unavailable
-from chaos.driver import Driver, DriverConfig, Verdict, cause_of
+from chaos.driver import Driver, DriverConfig, Verdict, recovery_cause
 from chaos.monkey import Monkey, make_plan
 
 pytestmark = pytest.mark.chaos
@@ -139,7 +139,7 @@ def slowest(driver: Driver, monkey: Monkey, n: int = 5) -> list[str]:
             f"+{a.ended - a.started:.2f}s"
             for a in t.attempts
         )
-        cause = cause_of(t.failures[0], monkey.events)
+        cause = recovery_cause(t, monkey.events)
         out.append(f"  slow recovery {t.recovery:.2f}s after {cause}: {steps}")
     return out
 
@@ -183,9 +183,7 @@ async def test_conversations_survive_chaos(cluster: LocalCluster) -> None:
     if summary_file := os.environ.get("CHAOS_SUMMARY_FILE"):
         await asyncio.to_thread(append, Path(summary_file), text)
 
-    failure = "\n".join(
-        [text, *verdict.problems[:40], *monkey.errors, cluster.logs()]
-    )
+    failure = "\n".join([text, *verdict.problems[:40], *monkey.errors, cluster.logs()])
     assert verdict.ok, failure
     assert not monkey.errors, failure
     assert verdict.server_errors == 0, failure  # never a 500, whatever the chaos

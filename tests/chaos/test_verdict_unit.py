@@ -183,3 +183,36 @@ def test_recovery_and_figures() -> None:
     assert verdict.statuses == {409: 1, 200: 1}
     assert not verdict.ok  # the empty conversation lost 5 turns
     assert "FAIL" in verdict.summary()
+
+
+def test_recovery_is_split_by_what_it_followed() -> None:
+    from chaos.driver import Attempt, ChaosEvent, recovery_cause
+
+    rec, server = simulate(CONTENTS)
+    one, two = rec.turns[1], rec.turns[3]
+    one.attempts = [
+        Attempt("http://a", started=10.0, ended=10.2, outcome="reset"),
+        Attempt("http://b", started=10.2, ended=11.4, outcome="ok", status=200),
+    ]
+    one.completed_at = 11.4
+    two.attempts = [
+        Attempt("http://a", started=20.0, ended=20.1, outcome="reset"),
+        Attempt("http://b", started=20.1, ended=20.9, outcome="http", status=503),
+        Attempt("http://c", started=21.0, ended=22.0, outcome="ok", status=200),
+    ]
+    two.completed_at = 22.0
+    events = [
+        ChaosEvent(10.1, "kill", "http://a"),
+        ChaosEvent(19.9, "kill", "http://a"),  # just before the attempt ends
+        ChaosEvent(20.5, "redis", None),
+        ChaosEvent(21.5, "kill", "http://z"),  # elsewhere: not this turn's
+    ]
+    assert recovery_cause(one, events) == "kill"
+    assert recovery_cause(two, events) == "kill+redis"
+    verdict = judge([rec], {rec.thread_id: server}, 5, events=events)
+    assert verdict.recovery_by == {
+        "kill": [pytest.approx(1.2)],
+        "kill+redis": [pytest.approx(1.9)],
+    }
+    assert verdict.recovery_percentile("kill", 99) == pytest.approx(1.2)
+    assert "kill-recovery p50=1.20s" in verdict.summary()

@@ -21,7 +21,9 @@ def test_ci_values_files_cover_the_configurations() -> None:
         assert wanted in names
 
 
-@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda p: p.name if p else "defaults")
+@pytest.mark.parametrize(
+    "values", [None, *CI_VALUES], ids=lambda p: p.name if p else "defaults"
+)
 def test_lint_strict(values) -> None:
     args = ["lint", "--strict", str(CHART)]
     if values:
@@ -61,13 +63,30 @@ def test_schema_rejects(sets: list[str], message: str) -> None:
             "secret.existingSecret",
         ),
         (["tests.enabled=false"], "secret.apiKeys"),
-        (["config.checkpointBackend=postgres"], "secret.postgresUrl"),
+        (
+            [
+                "config.checkpointBackend=postgres",
+                "autoscaling.enabled=false",
+                "replicaCount=1",
+            ],
+            "secret.postgresUrl",
+        ),
+        (
+            [
+                "config.checkpointBackend=postgres",
+                "secret.postgresUrl=postgresql://db/x",
+            ],
+            "config.checkpointBackend=postgres",
+        ),
         (["config.checkpointBackend=redis-stack"], "redis.checkpointDb"),
         (["redis.checkpointDb=0"], "redis.checkpointDb"),
         (["config.checkpointBackend=sqlite"], "config.checkpointBackend=sqlite"),
         (["config.sessionBackend=memory"], "config.sessionBackend=memory"),
         (["autoscaling.minReplicas=11"], "autoscaling.minReplicas"),
-        (["redis.inChart.enabled=true", "secret.redisPassword=x"], "redis.inChart.auth.password"),
+        (
+            ["redis.inChart.enabled=true", "secret.redisPassword=x"],
+            "redis.inChart.auth.password",
+        ),
     ],
 )
 def test_guards_name_the_values_key(sets: list[str], key: str) -> None:
@@ -86,5 +105,8 @@ def test_single_replica_sqlite_renders() -> None:
         ]
     )
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    mounts = {m["mountPath"] for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    mounts = {
+        m["mountPath"]
+        for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    }
     assert mounts == {"/tmp", "/data"}

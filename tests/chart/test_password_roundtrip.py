@@ -52,18 +52,26 @@ def eso_url_templates(host: str, port: int) -> dict[str, str]:
     return {name: data[name] for name in DBS}
 
 
-def evaluate(tmp_path: Path, templates: dict[str, str], password: str) -> dict[str, str]:
+def evaluate(
+    tmp_path: Path, templates: dict[str, str], password: str
+) -> dict[str, str]:
     """Evaluate ESO template strings with helm's engine, ``.redisPassword`` = ``password``."""
     chart = tmp_path / "eso-eval"
     (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: eso-eval\nversion: 0.0.1\n")
+    (chart / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: eso-eval\nversion: 0.0.1\n"
+    )
     (chart / "values.yaml").write_text(yaml.safe_dump({"redisPassword": password}))
     body = []
     for name, template in templates.items():
         # ESO's template context is the fetched data itself: `with .Values` gives the same `.`.
-        body.append(f'{{{{- define "eso.{name}" }}}}{{{{- with .Values }}}}{template}{{{{- end }}}}{{{{- end }}}}')
+        body.append(
+            f'{{{{- define "eso.{name}" }}}}{{{{- with .Values }}}}{template}{{{{- end }}}}{{{{- end }}}}'
+        )
     body.append("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:")
-    body += [f'  {name}: {{{{ include "eso.{name}" . | toJson }}}}' for name in templates]
+    body += [
+        f'  {name}: {{{{ include "eso.{name}" . | toJson }}}}' for name in templates
+    ]
     (chart / "templates" / "out.yaml").write_text("\n".join(body) + "\n")
     out = run(tool("helm"), "template", "x", str(chart)).stdout
     (doc,) = [d for d in yaml.safe_load_all(out) if d]
@@ -74,7 +82,8 @@ def test_template_comes_from_the_chart() -> None:
     templates = eso_url_templates("redis.example", 6380)
     for name, db in DBS.items():
         assert templates[name] == (
-            'redis://:{{ .redisPassword | urlquery | replace "+" "%20" }}@redis.example:6380/' + str(db)
+            'redis://:{{ .redisPassword | urlquery | replace "+" "%20" }}@redis.example:6380/'
+            + str(db)
         )
 
 
@@ -102,13 +111,19 @@ def test_password_round_trip(tmp_path: Path, password: str) -> None:
 def test_without_replace_a_space_breaks(tmp_path: Path) -> None:
     """Why the chart follows urlquery with replace: urlquery alone turns a space into "+",
     which redis-py keeps as a literal "+" (it decodes userinfo with unquote)."""
-    templates = {"REDIS_URL": "redis://:{{ .redisPassword | urlquery }}@127.0.0.1:6379/0"}
+    templates = {
+        "REDIS_URL": "redis://:{{ .redisPassword | urlquery }}@127.0.0.1:6379/0"
+    }
     url = evaluate(tmp_path, templates, "a b")["REDIS_URL"]
     assert parse_url(url)["password"] == "a+b"
 
 
-@pytest.mark.parametrize("password", ["Du0PmDvmqDWqDTgfGnmi6/SKyuQydi3z7cPTgEQoE+s=", "a b@c#d"])
-def test_redis_password_env_path(monkeypatch: pytest.MonkeyPatch, password: str) -> None:
+@pytest.mark.parametrize(
+    "password", ["Du0PmDvmqDWqDTgfGnmi6/SKyuQydi3z7cPTgEQoE+s=", "a b@c#d"]
+)
+def test_redis_password_env_path(
+    monkeypatch: pytest.MonkeyPatch, password: str
+) -> None:
     """The simpler path: passwordless URLs from the ConfigMap plus raw REDIS_PASSWORD; the
     service's settings put the password in, encoded, on the right db."""
     from threadline.config import CheckpointSettings, SessionSettings
@@ -117,7 +132,10 @@ def test_redis_password_env_path(monkeypatch: pytest.MonkeyPatch, password: str)
     monkeypatch.setenv("REDIS_URL", cm["REDIS_URL"])
     monkeypatch.setenv("CHECKPOINT_REDIS_URL", cm["CHECKPOINT_REDIS_URL"])
     monkeypatch.setenv("REDIS_PASSWORD", password)
-    for url, db in ((SessionSettings().redis_url, 0), (CheckpointSettings().redis_url, 1)):
+    for url, db in (
+        (SessionSettings().redis_url, 0),
+        (CheckpointSettings().redis_url, 1),
+    ):
         parsed = parse_url(url)
         assert parsed["password"] == password
         assert parsed["db"] == db

@@ -276,7 +276,12 @@ the values key to change.
 {{- end }}
 {{- $multi := or $v.autoscaling.enabled (gt (int $v.replicaCount) 1) }}
 {{- if and $multi (has $v.config.checkpointBackend (list "memory" "sqlite")) }}
-{{- fail (printf "config.checkpointBackend=%s keeps state in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis/postgres" $v.config.checkpointBackend) }}
+{{- fail (printf "config.checkpointBackend=%s keeps state in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis" $v.config.checkpointBackend) }}
+{{- end }}
+{{- /* The turn lease (one turn at a time per thread, fenced) lives in the checkpoint Redis;
+       other backends serialize turns only within one process (adr/0002). */}}
+{{- if and $multi (eq $v.config.checkpointBackend "postgres") }}
+{{- fail "config.checkpointBackend=postgres serializes turns only within one process (the cross-replica turn lease needs the redis backends): set replicaCount=1 and autoscaling.enabled=false" }}
 {{- end }}
 {{- if and $multi (eq $v.config.sessionBackend "memory") }}
 {{- fail "config.sessionBackend=memory keeps sessions in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis" }}

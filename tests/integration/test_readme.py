@@ -1,0 +1,47 @@
+"""The README's curl session works as written against `make run`'s server (scripts/run-dev.sh)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servers import free_port, wait_for_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_curl_session_against_make_run(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    session = re.search(r"## Talk to it.*?```bash\n(.*?)```", readme, re.S).group(1)
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "PY": sys.executable,
+        "CHECKPOINT_SQLITE_PATH": str(tmp_path / "checkpoints.sqlite"),
+    }
+    server = subprocess.Popen(
+        ["scripts/run-dev.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, timeout=60)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", session.replace("localhost:8080", f"localhost:{port}")],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.count('"turn":1,"reply":{"id":"msg-1.reply"') == 2  # the retry got the stored reply
+    assert "event: done" in out and "you said: and now stream it" in out
+    assert out.rstrip().endswith("204")
