@@ -34,8 +34,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from servers import PostgresServer, RedisServer, redis_stack_binaries
 from threadline.checkpoint.redis import RedisCheckpointSaver
+
+from servers import PostgresServer, RedisServer, redis_stack_binaries
 
 REPLY = ("All good: here is a reply of about two hundred characters, long enough to look like "
          "a real answer from a chat model, with a little more text so that it reaches the size "
@@ -61,9 +62,7 @@ async def sqlite() -> AsyncIterator[BaseCheckpointSaver]:
     from threadline.config import CheckpointSettings
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = CheckpointSettings(
-            backend="sqlite", sqlite_path=Path(tmp) / "bench.sqlite"
-        )
+        settings = CheckpointSettings(backend="sqlite", sqlite_path=Path(tmp) / "bench.sqlite")
         async with open_saver(settings) as saver:
             yield saver
 
@@ -107,9 +106,7 @@ async def reference_redis() -> AsyncIterator[BaseCheckpointSaver]:
     server = redis_stack_server().start()
     try:
         # RediSearch indexes exist only in db 0; its TTL unit is minutes.
-        async with AsyncRedisSaver.from_conn_string(
-            server.url(0), ttl={"default_ttl": TTL // 60}
-        ) as saver:
+        async with AsyncRedisSaver.from_conn_string(server.url(0), ttl={"default_ttl": TTL // 60}) as saver:
             yield saver
     finally:
         server.close()
@@ -156,16 +153,12 @@ async def run(turns: int, size: int, only: set[str]) -> None:
             for name, graph in graphs.items():
                 config = {"configurable": {"thread_id": f"bench-{name}"}}
                 started = time.perf_counter()
-                await graph.ainvoke(
-                    {"messages": [HumanMessage(f"message {turn}")]}, config
-                )
+                await graph.ainvoke({"messages": [HumanMessage(f"message {turn}")]}, config)
                 per_turn[name].append(time.perf_counter() - started)
         get_ms: dict[str, float] = {}
         for name, graph in graphs.items():
             saver = graph.checkpointer
-            config = {
-                "configurable": {"thread_id": f"bench-{name}", "checkpoint_ns": ""}
-            }
+            config = {"configurable": {"thread_id": f"bench-{name}", "checkpoint_ns": ""}}
             await saver.aget_tuple(config)  # warm
             started = time.perf_counter()
             for _ in range(20):
@@ -187,9 +180,7 @@ async def run(turns: int, size: int, only: set[str]) -> None:
         print(f"| {name} | {' | '.join(cells)} | {get_ms[name]:.2f} ms |")
     end = points["end"]
     ours = window(per_turn["redis"], end, size)
-    print(
-        f"\ntarget: redis / memory at turn {turns} = {ours / base['end']:.2f} (target ≤ 1.2)"
-    )
+    print(f"\ntarget: redis / memory at turn {turns} = {ours / base['end']:.2f} (target ≤ 1.2)")
     if "langgraph-checkpoint-redis" in per_turn:
         ref = window(per_turn["langgraph-checkpoint-redis"], end, size)
         print(f"target: langgraph-checkpoint-redis / redis at turn {turns} = {ref / ours:.1f} "
@@ -199,18 +190,14 @@ async def run(turns: int, size: int, only: set[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument(
-        "--window", type=int, default=15, help="turns averaged per point"
-    )
+    parser.add_argument("--window", type=int, default=15, help="turns averaged per point")
     parser.add_argument(
         "--only",
         default="",
         help="comma-separated backend names to run (memory always runs)",
     )
     args = parser.parse_args()
-    only = (
-        {"memory", "redis", *filter(None, args.only.split(","))} if args.only else set()
-    )
+    only = {"memory", "redis", *filter(None, args.only.split(","))} if args.only else set()
     asyncio.run(run(args.turns, args.window, only))
 
 

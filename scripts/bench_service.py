@@ -29,7 +29,7 @@ This is a benchmark, not a test: it asserts nothing about time. All traffic stay
 every process it starts is stopped on exit.
 
     .venv/bin/python scripts/bench_service.py [--turns 300] [--levels 1,8,32]
-        [--backends redis,redis-stack] [--markdown]
+        [--backends redis,redis-stack] [--sweep-threads 8 --sweep-warm 45 --sweep-measure 10]
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import asyncio
 import math
 import os
 import re
-import statistics
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,8 +49,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from client import API_KEY, API_KEYS  # noqa: E402
-from servers import RedisServer, ServiceProcess, redis_stack_binaries  # noqa: E402
+from client import API_KEY, API_KEYS
+from servers import RedisServer, ServiceProcess, redis_stack_binaries
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONTENT = "Tell me something about the weather in a few words, please, and keep it short."
@@ -169,13 +169,13 @@ async def turn(http: httpx.AsyncClient, thread_id: str, window: Window | None) -
             print(f"  ! {response.status_code}: {response.text[:200]}", file=sys.stderr)
 
 
-async def run_level(http: httpx.AsyncClient, meter: Meter, concurrency: int, turns: int, per_thread: int) -> Window:
+async def run_level(
+    http: httpx.AsyncClient, meter: Meter, concurrency: int, turns: int, per_thread: int
+) -> Window:
     """``turns`` turns over ``concurrency`` workers, each on threads of its own."""
     shares = [turns // concurrency + (1 if i < turns % concurrency else 0) for i in range(concurrency)]
     # Threads are made before the clock starts: only turns are timed.
-    threads = [
-        [await new_thread(http) for _ in range(max(1, math.ceil(n / per_thread)))] for n in shares
-    ]
+    threads = [[await new_thread(http) for _ in range(max(1, math.ceil(n / per_thread)))] for n in shares]
     window = Window()
 
     async def worker(n: int, mine: list[str]) -> None:
@@ -244,7 +244,9 @@ async def bench_backend(backend: str, args: argparse.Namespace, log_dir: Path) -
     redis, service = start_backend(backend, log_dir)
     try:
         assert service.proc is not None and redis.proc is not None
-        limits = httpx.Limits(max_connections=max(args.levels) + 4, max_keepalive_connections=max(args.levels) + 4)
+        limits = httpx.Limits(
+            max_connections=max(args.levels) + 4, max_keepalive_connections=max(args.levels) + 4
+        )
         async with httpx.AsyncClient(
             base_url=service.url, headers={"X-API-Key": API_KEY}, timeout=60.0, limits=limits
         ) as http:
@@ -261,9 +263,7 @@ async def bench_backend(backend: str, args: argparse.Namespace, log_dir: Path) -
                     file=sys.stderr,
                 )
             if args.sweep_threads:
-                window = await run_sweep(
-                    http, meter, args.sweep_threads, args.sweep_warm, args.sweep_measure
-                )
+                window = await run_sweep(http, meter, args.sweep_threads, args.sweep_warm, args.sweep_measure)
                 results["sweep"] = window
                 print(
                     f"  turns {args.sweep_warm + 1}-{args.sweep_warm + args.sweep_measure}:"
@@ -287,47 +287,42 @@ def report(results: dict[str, dict[str, Window]], args: argparse.Namespace) -> s
     backends = list(results)
     rows: list[tuple[str, list[str]]] = []
 
-    def row(label: str, key: str, get, spec: str) -> None:
-        values = [get(results[b][key]) if key in results[b] else math.nan for b in backends]
-        rows.append((label, [fmt(v, spec) for v in values]))
+    def row(label: str, key: str, show) -> None:
+        rows.append((label, [show(results[b][key]) if key in results[b] else "–" for b in backends]))
+
+    def per_turn(value: float, w: Window, spec: str) -> str:
+        return fmt(1000 * value / w.turns if w.turns else math.nan, spec)
+
+    def measures(prefix: str, key: str) -> None:
+        row(f"{prefix}: turns/s", key, lambda w: fmt(w.rate, ".1f"))
+        row(
+            f"{prefix}: p50 / p99 latency (ms)",
+            key,
+            lambda w: f"{fmt(w.p(50), '.1f')} / {fmt(w.p(99), '.1f')}",
+        )
+        row(f"{prefix}: replica CPU ms/turn", key, lambda w: per_turn(w.server_cpu, w, ".1f"))
+        row(f"{prefix}: Redis CPU ms/turn", key, lambda w: per_turn(w.redis_cpu, w, ".2f"))
+        row(f"{prefix}: checkpoint I/O ms/turn", key, lambda w: per_turn(w.checkpoint_io, w, ".1f"))
+        row(f"{prefix}: checkpoint I/O share", key, lambda w: fmt(100 * w.share, ".1f") + " %")
 
     for level in args.levels:
-        key = f"c{level}"
-        row(f"c={level}: turns/s", key, lambda w: w.rate, ".1f")
-        row(f"c={level}: p50 / p99 latency (ms)", key, lambda w: math.nan, "")
-        rows[-1] = (
-            rows[-1][0],
-            [f"{fmt(results[b][key].p(50), '.1f')} / {fmt(results[b][key].p(99), '.1f')}" for b in backends],
-        )
-        row(f"c={level}: replica CPU ms/turn", key, lambda w: 1000 * w.server_cpu / w.turns if w.turns else math.nan, ".1f")
-        row(f"c={level}: Redis CPU ms/turn", key, lambda w: 1000 * w.redis_cpu / w.turns if w.turns else math.nan, ".2f")
-        row(f"c={level}: checkpoint I/O share", key, lambda w: 100 * w.share, ".1f")
-        rows[-1] = (rows[-1][0], [v + " %" if v != "–" else v for v in rows[-1][1]])
+        measures(f"c={level}", f"c{level}")
     if args.sweep_threads:
         span = f"turns {args.sweep_warm + 1}–{args.sweep_warm + args.sweep_measure}"
-        row(f"{span} (c=1): turns/s", "sweep", lambda w: w.rate, ".1f")
-        rows.append(
-            (
-                f"{span} (c=1): p50 / p99 latency (ms)",
-                [f"{fmt(results[b]['sweep'].p(50), '.1f')} / {fmt(results[b]['sweep'].p(99), '.1f')}" for b in backends],
-            )
-        )
-        row(f"{span} (c=1): replica CPU ms/turn", "sweep", lambda w: 1000 * w.server_cpu / w.turns if w.turns else math.nan, ".1f")
-        row(f"{span} (c=1): checkpoint I/O share", "sweep", lambda w: 100 * w.share, ".1f")
-        rows[-1] = (rows[-1][0], [v + " %" if v != "–" else v for v in rows[-1][1]])
-    errors = [str(sum(w.errors for w in results[b].values())) for b in backends]
-    rows.append(("non-200 responses", errors))
+        measures(f"{span} (c=1)", "sweep")
+    rows.append(("non-200 responses", [str(sum(w.errors for w in results[b].values())) for b in backends]))
 
-    header = "| measure | " + " | ".join(f"`{b}`" for b in backends) + " |"
-    lines = [header, "|---|" + "---:|" * len(backends)]
+    lines = [
+        "| measure | " + " | ".join(f"`{b}`" for b in backends) + " |",
+        "|---|" + "---:|" * len(backends),
+    ]
     lines += [f"| {label} | " + " | ".join(values) + " |" for label, values in rows]
-
     lines.append("")
     if "redis" in results and "sweep" in results["redis"]:
         share = results["redis"]["sweep"].share
         verdict = "met" if share <= TARGET_SHARE else "missed"
         lines.append(
-            f"- checkpoint I/O share at turn ~{args.sweep_warm + args.sweep_measure // 2} (`redis`): "
+            f"- checkpoint I/O share at turn ~{args.sweep_warm + (args.sweep_measure + 1) // 2} (`redis`): "
             f"**{share:.1%}** (target ≤ {TARGET_SHARE:.0%}: {verdict})"
         )
     top = f"c{max(args.levels)}"
@@ -353,8 +348,6 @@ def main() -> None:
     args = parser.parse_args()
     args.levels = [int(x) for x in args.levels.split(",") if x]
     backends = [b for b in args.backends.split(",") if b]
-
-    import tempfile
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="threadline-bench-") as tmp:

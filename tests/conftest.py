@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/servers.py, tests/helpers
 
-from servers import PostgresServer, RedisServer  # noqa: E402
+from servers import PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")

@@ -195,7 +195,7 @@ class ServiceProcess:
             "LOG_LEVEL": "INFO",
             **self.env,
         }
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "threadline", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
             env=env,

@@ -1,8 +1,8 @@
 """``python -m threadline`` (also the ``threadline`` console script).
 
-    threadline serve [--host H] [--port P]   run the service
-    threadline hash-key [KEY]                print the sha256 hex for API_KEYS (KEY or stdin)
-    threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY)
+threadline serve [--host H] [--port P]   run the service
+threadline hash-key [KEY]                print the sha256 hex for API_KEYS (KEY or stdin)
+threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY)
 """
 
 from __future__ import annotations

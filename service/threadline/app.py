@@ -25,6 +25,7 @@ from threadline.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+
 def _stop_on_failure(task: asyncio.Task) -> None:
     """A store that is down is retried; anything else opening the stores is a bug or a
     misconfiguration: say so and stop, rather than sit not-ready forever."""

@@ -54,14 +54,29 @@ class CheckpointSettings(_RedactedRepr):
     sqlite_path: Path = Path("./data/checkpoints.sqlite")
     postgres_url: str | None = None
     # Optional: the Redis password as its own secret, so the URL needs no encoding at all.
-    redis_password: str | None = Field(
-        default=None, validation_alias=AliasChoices("REDIS_PASSWORD")
-    )
+    redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
 
     @field_validator("redis_url")
     @classmethod
     def _valid_redis_url(cls, value: str) -> str:
         return urls.repair_redis_url(value)
+
+    @field_validator("postgres_url")
+    @classmethod
+    def _valid_postgres_url(cls, value: str | None) -> str | None:
+        if value:
+            import psycopg.conninfo  # only when Postgres is configured
+
+            try:
+                port = str(psycopg.conninfo.conninfo_to_dict(value).get("port", "5432"))
+            except psycopg.Error:  # libpq's message repeats the DSN, password included: drop it
+                port = ""
+            if not all(p.isdigit() for p in port.split(",")):
+                raise ValueError(
+                    "postgres_url: not a valid Postgres URL or DSN "
+                    "(percent-encode special characters of the password in a URL)"
+                )
+        return value
 
     @model_validator(mode="after")
     def _rules_across_fields(self) -> CheckpointSettings:
@@ -83,12 +98,8 @@ class SessionSettings(_RedactedRepr):
     model_config = SettingsConfigDict(env_prefix="SESSION_", extra="ignore")
 
     backend: SessionBackend = "memory"
-    redis_url: str = Field(
-        default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL")
-    )
-    redis_password: str | None = Field(
-        default=None, validation_alias=AliasChoices("REDIS_PASSWORD")
-    )
+    redis_url: str = Field(default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL"))
+    redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
     ttl_seconds: int = Field(default=3600, gt=0)
     # ``principal:sha256hex`` entries, comma-separated.
     api_keys: str = Field(default="", validation_alias=AliasChoices("API_KEYS"))
@@ -114,11 +125,7 @@ class SessionSettings(_RedactedRepr):
         for entry in filter(None, (e.strip() for e in self.api_keys.split(","))):
             principal, _, digest = entry.rpartition(":")
             digest = digest.lower()
-            if (
-                not principal
-                or len(digest) != 64
-                or any(c not in "0123456789abcdef" for c in digest)
-            ):
+            if not principal or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
                 raise ConfigError(
                     "API_KEYS: every entry must be principal:sha256hex "
                     "(`python -m threadline hash-key` prints one)"
@@ -165,9 +172,7 @@ class ServerSettings(BaseSettings):
     max_message_bytes: int = Field(default=32 * 1024, gt=0)
     # Names the process or pod in replies; the pod name under Kubernetes.
     replica_name: str = Field(
-        default_factory=lambda: (
-            os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
-        )
+        default_factory=lambda: os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

@@ -138,7 +138,9 @@ class RedisTurnLease:
                 try:
                     await self._release(keys=[lease_key(thread_id)], args=[token])
                 except Exception as exc:  # the lease expires by itself; a log line is enough
-                    log.warning("lease release failed", extra={"thread_id": thread_id, "error": type(exc).__name__})
+                    log.warning(
+                        "lease release failed", extra={"thread_id": thread_id, "error": type(exc).__name__}
+                    )
 
     async def _keep_renewed(self, held: HeldLease) -> None:
         interval = self._lease_ms / 3000
@@ -147,7 +149,9 @@ class RedisTurnLease:
             try:
                 ours = await self._renew(keys=[lease_key(held.thread_id)], args=[held.token, self._lease_ms])
             except Exception as exc:  # Redis away: keep trying; fencing keeps writes safe
-                log.warning("lease renewal failed", extra={"thread_id": held.thread_id, "error": type(exc).__name__})
+                log.warning(
+                    "lease renewal failed", extra={"thread_id": held.thread_id, "error": type(exc).__name__}
+                )
                 continue
             if not ours:
                 metrics.LEASE_LOST.inc()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
@@ -42,7 +42,9 @@ class Runtime:
             except STORE_ERRORS as exc:
                 await attempt.aclose()
                 self.last_store_error = type(exc).__name__
-                log.warning("stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay})
+                log.warning(
+                    "stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay}
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
@@ -53,10 +55,8 @@ class Runtime:
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 
-    async def wait_idle(self, timeout: float) -> None:
-        """Wait until no turn is in flight, at most ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while self.conversations and self.conversations.in_flight and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-
-
+    async def drain(self, seconds: float) -> None:
+        """Wait until no turn is in flight, at most ``seconds``."""
+        if self.conversations is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.conversations.idle.wait(), seconds)

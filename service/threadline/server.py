@@ -36,7 +36,7 @@ class DrainingServer(uvicorn.Server):
         self.loop.call_soon_threadsafe(self.loop.create_task, self._drain_then_exit(sig, frame))
 
     async def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
-        await self.config.app.state.runtime.wait_idle(self.settings.server.drain_seconds)
+        await self.config.app.state.runtime.drain(self.settings.server.drain_seconds)
         super().handle_exit(sig, frame)
 
 

@@ -26,9 +26,13 @@ def run_smoke(url: str, api_key: str, any_model: bool = False) -> int:
             thread = client.post("/v1/threads").raise_for_status().json()["thread_id"]
             said: list[str] = []
             for n, content in enumerate(["hello from the smoke test", "do you remember me?"], 1):
-                turn = client.post(
-                    f"/v1/threads/{thread}/messages", json={"content": content, "id": uuid.uuid4().hex}
-                ).raise_for_status().json()
+                turn = (
+                    client.post(
+                        f"/v1/threads/{thread}/messages", json={"content": content, "id": uuid.uuid4().hex}
+                    )
+                    .raise_for_status()
+                    .json()
+                )
                 said.append(content)
                 got = turn["reply"]["content"]
                 if turn["turn"] != n or not (any_model or got == builtin_reply(said, n)):

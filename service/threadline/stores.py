@@ -80,7 +80,9 @@ class Stores:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
         sessions: SessionStore
         if settings.session.backend == "redis":
-            sessions = RedisSessionStore(redis_client(settings.session.redis_url), settings.session.ttl_seconds)
+            sessions = RedisSessionStore(
+                redis_client(settings.session.redis_url), settings.session.ttl_seconds
+            )
         else:
             sessions = MemorySessionStore(settings.session.ttl_seconds)
         stack.push_async_callback(sessions.aclose)

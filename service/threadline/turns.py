@@ -89,6 +89,8 @@ class Conversations:
         self.lease = lease
         self.checkpointer = graph.checkpointer
         self.in_flight = 0
+        self.idle = asyncio.Event()  # set while no turn runs; a drain waits on it
+        self.idle.set()
 
     async def _owned_state(self, thread_id: str, principal: str, token: str | None = None):
         state = await self.graph.aget_state(_config(thread_id, token))
@@ -136,9 +138,7 @@ class Conversations:
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
 
-    async def run_turn(
-        self, thread_id: str, principal: str, message_id: str, content: str
-    ) -> TurnResult:
+    async def run_turn(self, thread_id: str, principal: str, message_id: str, content: str) -> TurnResult:
         """One turn, to completion. See :meth:`stream_turn`."""
         result = None
         # Drain the generator: its last step releases the lease.
@@ -163,6 +163,7 @@ class Conversations:
         started = time.monotonic()
         outcome = "error"
         self.in_flight += 1
+        self.idle.clear()
         try:
             async with self.lease.hold(thread_id) as held:
                 config = _config(thread_id, held.token)
@@ -209,6 +210,8 @@ class Conversations:
             raise
         finally:
             self.in_flight -= 1
+            if not self.in_flight:
+                self.idle.set()
             metrics.TURN_SECONDS.labels(outcome).observe(time.monotonic() - started)
             log.info("turn", extra={"thread_id": thread_id, "outcome": outcome})
 
@@ -225,7 +228,11 @@ class Conversations:
                 continue
             chunk, meta = data
             # Only the model's streamed chunks; the node's final message repeats them whole.
-            if isinstance(chunk, AIMessageChunk) and chunk.content and meta.get("langgraph_node") == MODEL_NODE:
+            if (
+                isinstance(chunk, AIMessageChunk)
+                and chunk.content
+                and meta.get("langgraph_node") == MODEL_NODE
+            ):
                 yield str(chunk.content)
         yield final
 

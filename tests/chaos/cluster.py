@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from servers import RedisServer, ServiceProcess, free_port
-
 from chaos.driver import Endpoints
+
+from servers import RedisServer, ServiceProcess, free_port
 
 IMAGE = os.environ.get("CHAOS_IMAGE", "threadline:dev")
 
@@ -58,15 +58,10 @@ def image_unavailable() -> str | None:
     """Why ``CHAOS_FROM_IMAGE=1`` cannot run here, or None when it can."""
     if not shutil.which("docker"):
         return "CHAOS_FROM_IMAGE=1 needs docker, which is not installed"
-    if (
-        subprocess.run(["docker", "info"], check=False, capture_output=True).returncode
-        != 0
-    ):
+    if subprocess.run(["docker", "info"], check=False, capture_output=True).returncode != 0:
         return "CHAOS_FROM_IMAGE=1 needs a Docker engine; `docker info` fails"
     if (
-        subprocess.run(
-            ["docker", "image", "inspect", IMAGE], check=False, capture_output=True
-        ).returncode
+        subprocess.run(["docker", "image", "inspect", IMAGE], check=False, capture_output=True).returncode
         != 0
     ):
         return f"CHAOS_FROM_IMAGE=1: image {IMAGE} not built (scripts/build-image.sh)"
@@ -83,10 +78,8 @@ class ImageReplica(ProcessReplica):
         for key, value in env.items():
             args += ["-e", f"{key}={value}"]
         args += [IMAGE, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         if wait_ready:
             self.wait_ready(timeout)
@@ -135,16 +128,10 @@ class LocalCluster:
         self.retired: list[ProcessReplica] = []
         self.endpoints = Endpoints([])
         self._names = itertools.count(1)
-        self._kind = (
-            ImageReplica
-            if os.environ.get("CHAOS_FROM_IMAGE") == "1"
-            else ProcessReplica
-        )
+        self._kind = ImageReplica if os.environ.get("CHAOS_FROM_IMAGE") == "1" else ProcessReplica
 
     def _new(self) -> ProcessReplica:
-        replica = self._kind(
-            self.env, name=f"r{next(self._names)}", log_dir=self.log_dir
-        )
+        replica = self._kind(self.env, name=f"r{next(self._names)}", log_dir=self.log_dir)
         return replica
 
     def start(self) -> LocalCluster:
@@ -160,9 +147,7 @@ class LocalCluster:
     def live(self) -> list[ProcessReplica]:
         return [r for r in self.replicas.values() if r.alive()]
 
-    async def replace(
-        self, old: ProcessReplica, timeout: float = 60.0
-    ) -> ProcessReplica:
+    async def replace(self, old: ProcessReplica, timeout: float = 60.0) -> ProcessReplica:
         """Start a new replica and swap it into the endpoints in place of ``old``."""
         new = self._new()
         started = time.monotonic()
@@ -182,15 +167,11 @@ class LocalCluster:
         replica, each cut to ``width`` characters. The full logs stay in :attr:`log_dir`."""
         out = [f"replica logs: {self.log_dir}"]
         for replica in [*self.retired, *self.replicas.values()]:
-            lines = [
-                line[:width]
-                for line in replica.logs().splitlines()
-                if '"level": "INFO"' not in line
-            ][-tail:]
+            lines = [line[:width] for line in replica.logs().splitlines() if '"level": "INFO"' not in line][
+                -tail:
+            ]
             if lines:
-                out.append(
-                    f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines)
-                )
+                out.append(f"--- {replica.name} ({replica.url}) ---\n" + "\n".join(lines))
         return "\n".join(out)
 
     def close(self) -> None:

@@ -44,9 +44,7 @@ from typing import Any
 
 import httpx
 
-REPLY_RE = re.compile(
-    r"^turn (\d+) · history ([0-9a-f]{12}) · you said: (.*)$", re.DOTALL
-)
+REPLY_RE = re.compile(r"^turn (\d+) · history ([0-9a-f]{12}) · you said: (.*)$", re.DOTALL)
 
 # Statuses a retry cannot fix: the conversation stops (and its remaining turns are lost).
 FATAL_STATUSES = frozenset({400, 401, 403, 404, 413, 422})
@@ -167,9 +165,7 @@ class ThreadFindings:
         self.problems.append(f"{self.thread_id}: {kind}: {message}")
 
 
-def judge_thread(
-    record: ConversationRecord, server: Mapping[str, Any] | None, turns: int
-) -> ThreadFindings:
+def judge_thread(record: ConversationRecord, server: Mapping[str, Any] | None, turns: int) -> ThreadFindings:
     """Compare one thread as stored (``GET /v1/threads/{id}`` body) with the client's record.
 
     Args:
@@ -201,13 +197,9 @@ def judge_thread(
             continue  # alternates, or an id duplicate already counted
         if cur.get("role") == "ai":
             if cur.get("content") == prev.get("content"):
-                found.add(
-                    "duplicated", f"reply {cur.get('content')!r} stored twice in a row"
-                )
+                found.add("duplicated", f"reply {cur.get('content')!r} stored twice in a row")
             else:
-                found.add(
-                    "forked", f"two different replies in a row after {prev.get('id')!r}"
-                )
+                found.add("forked", f"two different replies in a row after {prev.get('id')!r}")
         elif cur.get("role") == "human":
             found.add(
                 "forked",
@@ -247,9 +239,7 @@ def judge_thread(
             continue
         position, human, reply = entry
         if position < last_order:
-            found.add(
-                "forked", f"turn {turn.index} ({turn.message_id!r}) stored out of order"
-            )
+            found.add("forked", f"turn {turn.index} ({turn.message_id!r}) stored out of order")
         last_order = max(last_order, position)
         if human.get("content") != turn.content:
             found.add(
@@ -257,9 +247,7 @@ def judge_thread(
                 f"turn {turn.index}: stored human content differs from the sent one",
             )
         if reply is None:
-            found.add(
-                "lost", f"turn {turn.index} ({turn.message_id!r}) has no stored reply"
-            )
+            found.add("lost", f"turn {turn.index} ({turn.message_id!r}) has no stored reply")
             continue
         complete += 1
         content = reply.get("content")
@@ -334,26 +322,18 @@ def recovery_cause(turn: TurnRecord, events: Sequence[ChaosEvent]) -> str:
     first = turn.failures[0]
     endpoints = {a.endpoint for a in turn.attempts}
     end = turn.completed_at if turn.completed_at is not None else first.ended
-    hit = {
-        e
-        for e in events
-        if e.endpoint in (None, *endpoints) and first.started <= e.time <= end
-    }
+    hit = {e for e in events if e.endpoint in (None, *endpoints) and first.started <= e.time <= end}
     before = [
         e
         for e in events
-        if e.endpoint in (None, first.endpoint)
-        and e.time < first.started
-        and first.ended - e.time <= 30.0
+        if e.endpoint in (None, first.endpoint) and e.time < first.started and first.ended - e.time <= 30.0
     ]
     if before:
         hit.add(max(before, key=lambda e: e.time))
     return "+".join(sorted(e.kind for e in hit)) or "other"
 
 
-def _recovery_by(
-    turns: Sequence[TurnRecord], events: Sequence[ChaosEvent]
-) -> dict[str, list[float]]:
+def _recovery_by(turns: Sequence[TurnRecord], events: Sequence[ChaosEvent]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     if not events:
         return out
@@ -405,9 +385,7 @@ class Verdict:
     def ok(self) -> bool:
         return (
             self.turns == self.planned
-            and not (
-                self.lost or self.duplicated or self.forked or self.stale or self.other
-            )
+            and not (self.lost or self.duplicated or self.forked or self.stale or self.other)
             and not self.client_mismatches
         )
 
@@ -422,9 +400,7 @@ class Verdict:
     @property
     def server_errors(self) -> int:
         """Responses with a 5xx other than 503 (a 500 is a defect whatever the chaos)."""
-        return sum(
-            n for status, n in self.statuses.items() if status >= 500 and status != 503
-        )
+        return sum(n for status, n in self.statuses.items() if status >= 500 and status != 503)
 
     def summary(self, label: str = "continuity") -> str:
         """One line of figures."""
@@ -432,17 +408,12 @@ class Verdict:
         def secs(v: float | None) -> str:
             return "-" if v is None else f"{v:.2f}s"
 
-        chaos = " ".join(
-            f"{k}={self.chaos.get(k, 0)}" for k in CHAOS_KEYS if k in self.chaos
-        )
+        chaos = " ".join(f"{k}={self.chaos.get(k, 0)}" for k in CHAOS_KEYS if k in self.chaos)
         fails = ",".join(f"{k}:{n}" for k, n in sorted(self.failures.items())) or "none"
-        statuses = (
-            ",".join(f"{k}:{n}" for k, n in sorted(self.statuses.items())) or "none"
-        )
+        statuses = ",".join(f"{k}:{n}" for k, n in sorted(self.statuses.items())) or "none"
         elapsed = f" elapsed={self.elapsed:.1f}s" if self.elapsed is not None else ""
         by = "".join(
-            f" {cause}-recovery p50={secs(_percentile(v, 50))} p99={secs(_percentile(v, 99))}"
-            f" (n={len(v)})"
+            f" {cause}-recovery p50={secs(_percentile(v, 50))} p99={secs(_percentile(v, 99))} (n={len(v)})"
             for cause, v in sorted(self.recovery_by.items())
         )
         return (
@@ -475,9 +446,7 @@ def judge(
         events: what the chaos controller did and when; recovery times are split by the
             event(s) each recovery followed (:func:`recovery_cause`).
     """
-    findings = [
-        judge_thread(r, server_threads.get(r.thread_id), turns) for r in records
-    ]
+    findings = [judge_thread(r, server_threads.get(r.thread_id), turns) for r in records]
     replicas = [len({t.replica for t in r.turns if t.replica}) for r in records]
     all_turns = [t for r in records for t in r.turns]
     attempts = [a for t in all_turns for a in t.attempts]
@@ -498,9 +467,7 @@ def judge(
         attempts=len(attempts),
         failures=Counter(a.outcome for a in attempts if a.outcome != OK),
         statuses=Counter(a.status for a in attempts if a.status is not None),
-        client_mismatches=sum(
-            1 for t in all_turns if t.reply is not None and t.reply != t.expected
-        ),
+        client_mismatches=sum(1 for t in all_turns if t.reply is not None and t.reply != t.expected),
         elapsed=elapsed,
     )
 
@@ -653,9 +620,7 @@ class Driver:
         while True:
             url = self.endpoints.next()
             try:
-                resp = await client.post(
-                    f"{url}/v1/threads", headers=self.headers(), timeout=self._timeout()
-                )
+                resp = await client.post(f"{url}/v1/threads", headers=self.headers(), timeout=self._timeout())
                 if resp.status_code == 201:
                     return resp.json()["thread_id"]
                 detail = f"HTTP {resp.status_code}: {resp.text[:200]}"
@@ -666,18 +631,14 @@ class Driver:
                 detail, retry_after = f"{type(exc).__name__}: {exc}", None
             failures += 1
             if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"could not create a thread within the deadline: {detail}"
-                )
+                raise RuntimeError(f"could not create a thread within the deadline: {detail}")
             await self._backoff(failures, retry_after)
 
     def _next_message(self, conv: int, turn: int) -> tuple[str, str]:
         self._ids += 1
         mid = f"m-{self._run_tag}-{conv}-{turn}-{self._ids}"
         count = self._rng.randint(*self.config.words)
-        content = f"c{conv} t{turn} " + " ".join(
-            self._rng.choice(_WORDS) for _ in range(count)
-        )
+        content = f"c{conv} t{turn} " + " ".join(self._rng.choice(_WORDS) for _ in range(count))
         return mid, content
 
     async def _attempt(
@@ -707,9 +668,7 @@ class Driver:
                         "http",
                         f"{resp.status_code} {text[:300]}",
                     )
-                elif not resp.headers.get("content-type", "").startswith(
-                    "text/event-stream"
-                ):
+                elif not resp.headers.get("content-type", "").startswith("text/event-stream"):
                     body = json.loads(await resp.aread())
                     attempt.outcome = OK
                 else:
@@ -744,9 +703,7 @@ class Driver:
         turn.attempts.append(attempt)
         return attempt, body, retry_after
 
-    async def _read_stream(
-        self, resp: httpx.Response, attempt: Attempt, key: int
-    ) -> dict | None:
+    async def _read_stream(self, resp: httpx.Response, attempt: Attempt, key: int) -> dict | None:
         event, data = "message", []
         lines = resp.aiter_lines()
         while True:
@@ -785,16 +742,12 @@ class Driver:
                 return None
             event, data = "message", []
 
-    async def _turn(
-        self, client: httpx.AsyncClient, rec: ConversationRecord, turn: TurnRecord
-    ) -> bool:
+    async def _turn(self, client: httpx.AsyncClient, rec: ConversationRecord, turn: TurnRecord) -> bool:
         deadline = time.monotonic() + self.config.turn_deadline
         failures = 0
         refused = 0  # consecutive connection refusals
         while True:
-            attempt, body, retry_after = await self._attempt(
-                client, rec.thread_id, turn
-            )
+            attempt, body, retry_after = await self._attempt(client, rec.thread_id, turn)
             if attempt.outcome == OK and body is not None:
                 turn.reply = body["reply"]["content"]
                 turn.reply_id = body["reply"].get("id")
@@ -825,9 +778,7 @@ class Driver:
             if 0 < refused < max(1, len(self.endpoints.urls)):
                 await asyncio.sleep(0.01)
                 continue
-            await self._backoff(
-                failures - refused + 1 if refused else failures, retry_after
-            )
+            await self._backoff(failures - refused + 1 if refused else failures, retry_after)
 
     async def _conversation(self, client: httpx.AsyncClient, conv: int) -> None:
         rec = ConversationRecord(thread_id=await self.create_thread(client))
@@ -835,9 +786,7 @@ class Driver:
         for index in range(1, self.config.turns + 1):
             mid, content = self._next_message(conv, index)
             expected = expected_reply(index, rec.history(index), content)
-            turn = TurnRecord(
-                index=index, message_id=mid, content=content, expected=expected
-            )
+            turn = TurnRecord(index=index, message_id=mid, content=content, expected=expected)
             rec.turns.append(turn)
             if not await self._turn(client, rec, turn):
                 return
@@ -853,12 +802,7 @@ class Driver:
             max_keepalive_connections=2 * self.config.conversations,
         )
         async with httpx.AsyncClient(limits=limits) as client:
-            await asyncio.gather(
-                *(
-                    self._conversation(client, c)
-                    for c in range(self.config.conversations)
-                )
-            )
+            await asyncio.gather(*(self._conversation(client, c) for c in range(self.config.conversations)))
         self.finished = time.monotonic()
         return self.records
 
@@ -895,14 +839,10 @@ class Driver:
         elapsed = None
         if self.started is not None and self.finished is not None:
             elapsed = self.finished - self.started
-        return judge(
-            self.records, server_threads, self.config.turns, chaos, elapsed, events
-        )
+        return judge(self.records, server_threads, self.config.turns, chaos, elapsed, events)
 
 
-def simulate(
-    contents: Sequence[str], thread_id: str = "t-sim"
-) -> tuple[ConversationRecord, dict]:
+def simulate(contents: Sequence[str], thread_id: str = "t-sim") -> tuple[ConversationRecord, dict]:
     """A correct client record and the matching stored thread for ``contents`` (for unit tests)."""
     rec = ConversationRecord(thread_id=thread_id)
     messages: list[dict[str, str]] = []

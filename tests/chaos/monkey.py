@@ -83,18 +83,12 @@ class Monkey:
         return [r for r in self.cluster.live() if r.url not in self._busy]
 
     def _streaming(self, url: str) -> list[Attempt]:
-        return [
-            f.attempt
-            for f in self.driver.inflight.values()
-            if f.endpoint == url and f.streaming
-        ]
+        return [f.attempt for f in self.driver.inflight.values() if f.endpoint == url and f.streaming]
 
     def _done(self) -> bool:
         return self.driver.finished is not None
 
-    async def _target(
-        self, min_usable: int, timeout: float = 60.0
-    ) -> ProcessReplica | None:
+    async def _target(self, min_usable: int, timeout: float = 60.0) -> ProcessReplica | None:
         """A usable replica streaming a reply right now, once ``min_usable`` are usable."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._done():
@@ -105,9 +99,7 @@ class Monkey:
                     return self._rng.choice(streaming)
             await asyncio.sleep(0.01)
         if not self._done():
-            self.errors.append(
-                f"no mid-stream target with {min_usable} usable replicas in {timeout}s"
-            )
+            self.errors.append(f"no mid-stream target with {min_usable} usable replicas in {timeout}s")
         return None
 
     def _event(self, kind: str, url: str | None) -> None:
@@ -117,10 +109,8 @@ class Monkey:
         try:
             new = await self.cluster.replace(old)
             self.replacement_seconds.append(getattr(new, "startup_seconds", 0.0))
-        except Exception as exc:  # noqa: BLE001 - reported by the test, with the logs
-            self.errors.append(
-                f"replacement for {old.name} failed: {type(exc).__name__}: {exc}"
-            )
+        except Exception as exc:
+            self.errors.append(f"replacement for {old.name} failed: {type(exc).__name__}: {exc}")
 
     # ---------------------------------------------------------------------------------------
     async def kill(self) -> bool:
@@ -129,9 +119,7 @@ class Monkey:
         if target is None:
             return False
         cut = len(self._streaming(target.url))
-        self._event(
-            "kill", target.url
-        )  # before the signal: the driver sees the reset at once
+        self._event("kill", target.url)  # before the signal: the driver sees the reset at once
         await asyncio.to_thread(target.kill)
         self.counts["kills"] += 1
         self.streams_cut += cut
@@ -179,9 +167,7 @@ class Monkey:
         self._event("term", url)
         target.signal(signal.SIGTERM)
         self.counts["terms"] += 1
-        self.log(
-            f"chaos: SIGTERM {target.name} with {len(drain.in_flight)} stream(s) in flight"
-        )
+        self.log(f"chaos: SIGTERM {target.name} with {len(drain.in_flight)} stream(s) in flight")
 
         async def finish() -> None:
             drain.exit_code = await asyncio.to_thread(target.wait, self.drain_timeout)
@@ -189,9 +175,7 @@ class Monkey:
             self.drains.append(drain)
             self._busy.discard(url)
             if drain.exit_code is None:
-                self.errors.append(
-                    f"{target.name} still running {self.drain_timeout}s after SIGTERM"
-                )
+                self.errors.append(f"{target.name} still running {self.drain_timeout}s after SIGTERM")
                 await asyncio.to_thread(target.kill)
             await self._replace(target)
 
@@ -200,9 +184,7 @@ class Monkey:
         return True
 
     async def restart_redis(self) -> bool:
-        hard = (
-            self.counts["redis_restarts"] % 2 == 0
-        )  # first a crash (SIGKILL), then a stop
+        hard = self.counts["redis_restarts"] % 2 == 0  # first a crash (SIGKILL), then a stop
         self._event("redis", None)
         started = time.monotonic()
         redis = self.cluster.redis
@@ -210,8 +192,7 @@ class Monkey:
         await asyncio.to_thread(redis.start)
         self.counts["redis_restarts"] += 1
         self.log(
-            f"chaos: Redis {'SIGKILL' if hard else 'SIGTERM'} + restart "
-            f"in {time.monotonic() - started:.2f}s"
+            f"chaos: Redis {'SIGKILL' if hard else 'SIGTERM'} + restart in {time.monotonic() - started:.2f}s"
         )
         return True
 
@@ -229,9 +210,7 @@ class Monkey:
             await asyncio.sleep(0.05)
         for name in plan:
             if self._done():
-                self.errors.append(
-                    f"traffic ended before the chaos plan did (at {name!r})"
-                )
+                self.errors.append(f"traffic ended before the chaos plan did (at {name!r})")
                 break
             await actions[name]()
             await asyncio.sleep(self.gap * self._rng.uniform(0.8, 1.2))
@@ -251,9 +230,7 @@ class Monkey:
                 await task
 
 
-def make_plan(
-    kills: int, pauses: int, terms: int, redis_restarts: int, seed: int | None
-) -> list[str]:
+def make_plan(kills: int, pauses: int, terms: int, redis_restarts: int, seed: int | None) -> list[str]:
     """The actions in a random order, Redis restarts kept apart from the ends."""
     rng = random.Random(seed)
     plan = ["kill"] * kills + ["pause"] * pauses + ["term"] * terms

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from servers import RedisServer
 
 from chaos.cluster import LocalCluster
 from chaos.driver import Driver, DriverConfig
+
+from servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -91,30 +92,22 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
     probes: list[Probe] = []
     async with httpx.AsyncClient(headers=headers) as client:
         base = cluster.endpoints.urls[0]
-        thread = (
-            await client.post(f"{base}/v1/threads", timeout=CLIENT_TIMEOUT)
-        ).json()["thread_id"]
+        thread = (await client.post(f"{base}/v1/threads", timeout=CLIENT_TIMEOUT)).json()["thread_id"]
         deadline = time.monotonic() + 60
-        while (
-            driver.completed < 20 and time.monotonic() < deadline and not traffic.done()
-        ):
+        while driver.completed < 20 and time.monotonic() < deadline and not traffic.done():
             await asyncio.sleep(0.05)
         assert driver.completed >= 20, "traffic did not get going"
 
         async def turn_probe(i: int) -> Probe:
             url = cluster.endpoints.urls[i % len(cluster.endpoints.urls)]
             body = {"content": f"probe {i}", "id": f"probe-{uuid.uuid4().hex}"}
-            return await probe(
-                client, "turn", f"{url}/v1/threads/{thread}/messages", json=body
-            )
+            return await probe(client, "turn", f"{url}/v1/threads/{thread}/messages", json=body)
 
         stopped = time.monotonic()
         await asyncio.to_thread(cluster.redis.stop)
         i = 0
         while time.monotonic() - stopped < OUTAGE_SECONDS:
-            batch = [turn_probe(i)] + [
-                probe(client, "readyz", u) for u in cluster.endpoints.urls
-            ]
+            batch = [turn_probe(i)] + [probe(client, "readyz", u) for u in cluster.endpoints.urls]
             probes += await asyncio.gather(*batch)
             i += 1
             await asyncio.sleep(PROBE_INTERVAL)
@@ -128,9 +121,7 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
         while time.monotonic() - back < 30 and (
             first_ok is None or len(ready_at) < len(cluster.endpoints.urls)
         ):
-            batch = [turn_probe(i)] + [
-                probe(client, "readyz", u) for u in cluster.endpoints.urls
-            ]
+            batch = [turn_probe(i)] + [probe(client, "readyz", u) for u in cluster.endpoints.urls]
             results = await asyncio.gather(*batch)
             probes += results
             for p in results:
@@ -145,11 +136,7 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
     threads = await driver.read_back(cluster.endpoints.urls)
     verdict = driver.verdict(threads, {"redis_restarts": 1})
 
-    during = [
-        p
-        for p in probes
-        if p.sent >= stopped + 0.2 and p.sent + p.elapsed <= back_started
-    ]
+    during = [p for p in probes if p.sent >= stopped + 0.2 and p.sent + p.elapsed <= back_started]
     turns_during = [p for p in during if p.kind == "turn"]
     ready_during = [p for p in during if p.kind == "readyz"]
     first_503 = min(
@@ -171,9 +158,7 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
         f"driver statuses {dict(sorted(verdict.statuses.items()))}"
     )
     print("\n" + line + "\n" + verdict.summary("redis-outage"))
-    failure = "\n".join(
-        [line, verdict.summary("redis-outage"), *verdict.problems[:20], cluster.logs()]
-    )
+    failure = "\n".join([line, verdict.summary("redis-outage"), *verdict.problems[:20], cluster.logs()])
 
     assert turns_during and ready_during, failure
     for p in turns_during:
@@ -182,9 +167,7 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
         assert p.elapsed < CLIENT_TIMEOUT, f"{p}\n{failure}"
     for url in cluster.endpoints.urls:
         statuses = {p.status for p in ready_during if p.url == url}
-        assert statuses == {503}, (
-            f"/readyz of {url} during the outage: {statuses}\n{failure}"
-        )
+        assert statuses == {503}, f"/readyz of {url} during the outage: {statuses}\n{failure}"
     assert first_ok is not None and first_ok - back <= BACK_WITHIN, failure
     assert len(ready_at) == len(cluster.endpoints.urls), failure
     assert verdict.ok, failure

@@ -26,9 +26,7 @@ CONTENTS = ["hello there", "second message", "third one", "fourth", "fifth and l
 
 def kinds(found) -> dict[str, int]:
     return {
-        k: getattr(found, k)
-        for k in ("lost", "duplicated", "forked", "stale", "other")
-        if getattr(found, k)
+        k: getattr(found, k) for k in ("lost", "duplicated", "forked", "stale", "other") if getattr(found, k)
     }
 
 
@@ -38,10 +36,7 @@ def test_builtin_formula_matches_the_brief() -> None:
     import hashlib
 
     h = hashlib.sha256(b"hi\nturn 1 reply\n").hexdigest()[:12]
-    assert (
-        expected_reply(2, ["hi", "turn 1 reply"], "yo")
-        == f"turn 2 · history {h} · you said: yo"
-    )
+    assert expected_reply(2, ["hi", "turn 1 reply"], "yo") == f"turn 2 · history {h} · you said: yo"
     assert parse_reply(f"turn 2 · history {h} · you said: a b") == (2, h, "a b")
     assert parse_reply("something else") is None
 

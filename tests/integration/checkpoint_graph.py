@@ -13,9 +13,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from servers import RedisServer
+
 from threadline import config
 from threadline.config import CheckpointSettings
+
+from servers import RedisServer
 
 # `redis` is threadline's own saver, in db 1 as in production; `redis-stack` must use db 0.
 BACKENDS = ("memory", "sqlite", "redis", "redis-stack", "postgres")
@@ -23,22 +25,14 @@ BACKENDS = ("memory", "sqlite", "redis", "redis-stack", "postgres")
 
 def expected_reply(history: list[str], content: str) -> str:
     """The reply the graph gives to ``content`` after ``history`` (the built-in model's rule)."""
-    digest = hashlib.sha256("".join(m + "\n" for m in history).encode()).hexdigest()[
-        :12
-    ]
+    digest = hashlib.sha256("".join(m + "\n" for m in history).encode()).hexdigest()[:12]
     turn = len(history) // 2 + 1
     return f"turn {turn} · history {digest} · you said: {content}"
 
 
 def _reply(state: MessagesState) -> dict[str, list[BaseMessage]]:
     *earlier, last = state["messages"]
-    return {
-        "messages": [
-            AIMessage(
-                expected_reply([str(m.content) for m in earlier], str(last.content))
-            )
-        ]
-    }
+    return {"messages": [AIMessage(expected_reply([str(m.content) for m in earlier], str(last.content)))]}
 
 
 def build_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
@@ -50,9 +44,7 @@ def build_graph(checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
     return graph.compile(checkpointer=checkpointer)
 
 
-def settings_for(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> CheckpointSettings:
+def settings_for(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> CheckpointSettings:
     """Settings for ``backend`` on a fresh store, starting only the server it needs.
 
     sqlite: a new file under ``tmp_path``; redis: a Redis of this test's own (db 1, as in

@@ -10,6 +10,7 @@ import uuid
 import httpx
 import pytest
 import redis
+
 from client import API_KEY, OTHER_KEY, Client, expected_reply, metric
 from servers import ServiceProcess, redis_env
 
@@ -130,7 +131,9 @@ def test_auth_required_and_threads_private(replica, alice, bob):
     ):
         assert response.status_code == 404, response.text
     # Indistinguishable from a thread that does not exist.
-    assert bob.http.get(f"/v1/threads/{uuid.uuid4().hex}").json() == bob.http.get(f"/v1/threads/{thread}").json()
+    assert (
+        bob.http.get(f"/v1/threads/{uuid.uuid4().hex}").json() == bob.http.get(f"/v1/threads/{thread}").json()
+    )
     assert len(alice.thread(thread)["messages"]) == 2
 
 

@@ -17,6 +17,7 @@ from checkpoint_graph import flush, settings_for
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
+
 from threadline.checkpoint import open_checkpointer
 from threadline.config import CheckpointSettings
 
@@ -33,9 +34,7 @@ EXPECTED_EXTENDED = {
 }
 
 
-async def run_suite(
-    name: str, settings: CheckpointSettings, fresh_store: object = None
-) -> CapabilityReport:
+async def run_suite(name: str, settings: CheckpointSettings, fresh_store: object = None) -> CapabilityReport:
     """Run the suite; every capability gets a saver from a new ``open_checkpointer``."""
     calls = 0
 
@@ -46,9 +45,7 @@ async def run_suite(
         current = settings
         if current.backend == "sqlite":  # a new file per capability suite
             current = settings.model_copy(
-                update={
-                    "sqlite_path": settings.sqlite_path.with_name(f"c{calls}.sqlite")
-                }
+                update={"sqlite_path": settings.sqlite_path.with_name(f"c{calls}.sqlite")}
             )
         elif callable(fresh_store):
             fresh_store()
@@ -63,9 +60,7 @@ async def run_suite(
 def summary(report: CapabilityReport) -> str:
     detected = sorted(cap for cap, r in report.results.items() if r.detected)
     failures = {
-        cap: [f.partition(":")[0] for f in r.failures]
-        for cap, r in report.results.items()
-        if r.failures
+        cap: [f.partition(":")[0] for f in r.failures] for cap, r in report.results.items() if r.failures
     }
     return f"level={report.conformance_level()} detected={detected} failures={failures}"
 
@@ -104,9 +99,7 @@ async def test_redis_full_conformance(
     assert report.conformance_level() == "FULL", summary(report)
 
 
-async def test_redis_stack_round_trip_in_db0(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
+async def test_redis_stack_round_trip_in_db0(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """What threadline needs from redis-stack works, whatever the suite says."""
     from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
@@ -114,13 +107,9 @@ async def test_redis_stack_round_trip_in_db0(
     config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
     checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
     async with open_checkpointer(settings) as saver:
-        stored = await saver.aput(
-            config, checkpoint, {"source": "input", "step": 1}, {}
-        )
+        stored = await saver.aput(config, checkpoint, {"source": "input", "step": 1}, {})
         await saver.aput_writes(stored, [("messages", "hello")], task_id="task-1")
-    async with open_checkpointer(
-        settings
-    ) as saver:  # a new client, as another pod would
+    async with open_checkpointer(settings) as saver:  # a new client, as another pod would
         got = await saver.aget_tuple(config)
     assert got is not None
     assert got.checkpoint["id"] == checkpoint["id"]
@@ -136,9 +125,7 @@ async def test_redis_stack_conformance_recorded(
     """Recorded, not required: langgraph-checkpoint-redis 0.5.2 fails list and prune upstream."""
     settings = settings_for("redis-stack", request, tmp_path)
     server = request.getfixturevalue("redis_stack_server")
-    report = await run_suite(
-        "redis-stack", settings, fresh_store=lambda: flush(server, 0)
-    )
+    report = await run_suite("redis-stack", settings, fresh_store=lambda: flush(server, 0))
     record_property("conformance", summary(report))
     print(f"redis-stack: {summary(report)}")
     assert extended_detected(report) == EXPECTED_EXTENDED["redis-stack"]

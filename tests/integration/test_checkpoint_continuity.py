@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from checkpoint_graph import build_graph, expected_reply, settings_for
 from langchain_core.messages import HumanMessage
+
 from threadline.checkpoint import open_checkpointer
 from threadline.config import CheckpointSettings
 
@@ -53,9 +54,7 @@ async def test_new_pod_continues_the_conversation(
     assert messages[5].startswith("turn 3 · ")
 
 
-async def test_memory_does_not_survive_a_new_pod(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
+async def test_memory_does_not_survive_a_new_pod(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     messages = await two_turns_then_new_pod(settings_for("memory", request, tmp_path))
     assert messages == [
         "still there?",

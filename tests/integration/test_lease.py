@@ -21,7 +21,9 @@ async def client(redis_server):
 
 
 def make_lease(client, lease_seconds=1.0, wait_seconds=0.2) -> RedisTurnLease:
-    return RedisTurnLease(client, lease_seconds=lease_seconds, wait_seconds=wait_seconds, counter_ttl_seconds=60)
+    return RedisTurnLease(
+        client, lease_seconds=lease_seconds, wait_seconds=wait_seconds, counter_ttl_seconds=60
+    )
 
 
 async def test_one_holder_at_a_time_and_tokens_increase(client):

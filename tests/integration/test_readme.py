@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
@@ -28,14 +29,21 @@ def test_readme_curl_session_against_make_run(tmp_path):
         "CHECKPOINT_SQLITE_PATH": str(tmp_path / "checkpoints.sqlite"),
     }
     server = subprocess.Popen(
-        ["scripts/run-dev.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        ["scripts/run-dev.sh"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         wait_for_port(port, timeout=60)
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", session.replace("localhost:8080", f"localhost:{port}")],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     finally:
         os.killpg(server.pid, signal.SIGKILL)

@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.graph import START, MessagesState, StateGraph
 from redis.crc import key_slot
-from servers import RedisServer
+
 from threadline.checkpoint.base import (
     FencedError,
     ThreadKeys,
@@ -30,6 +30,8 @@ from threadline.checkpoint.base import (
     lease_key,
 )
 from threadline.checkpoint.redis import RedisCheckpointSaver
+
+from servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -40,18 +42,14 @@ def new_thread() -> str:
     return f"t-{uuid.uuid4()}"
 
 
-def cfg(
-    thread_id: str, ns: str = "", checkpoint_id: str | None = None, **extra: Any
-) -> dict:
+def cfg(thread_id: str, ns: str = "", checkpoint_id: str | None = None, **extra: Any) -> dict:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns, **extra}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
 
 
-def checkpoint(
-    saver: BaseCheckpointSaver, values: dict[str, Any], prev: dict | None = None
-):
+def checkpoint(saver: BaseCheckpointSaver, values: dict[str, Any], prev: dict | None = None):
     """A checkpoint whose changed channels (vs ``prev``) get fresh versions from the saver."""
     cp = empty_checkpoint()
     old = prev["channel_versions"] if prev else {}
@@ -59,8 +57,8 @@ def checkpoint(
     new_versions = {}
     for channel, value in values.items():
         cp["channel_values"][channel] = value
-        new_versions[channel] = cp["channel_versions"][channel] = (
-            saver.get_next_version(old.get(channel), None)
+        new_versions[channel] = cp["channel_versions"][channel] = saver.get_next_version(
+            old.get(channel), None
         )
     if prev:
         for channel, value in prev["channel_values"].items():
@@ -68,9 +66,7 @@ def checkpoint(
     return cp, new_versions
 
 
-async def put(
-    saver, thread_id, values, prev=None, parent=None, ns="", meta=None, **conf
-):
+async def put(saver, thread_id, values, prev=None, parent=None, ns="", meta=None, **conf):
     cp, versions = checkpoint(saver, values, prev)
     stored = await saver.aput(
         cfg(thread_id, ns, parent, **conf),
@@ -159,9 +155,7 @@ async def test_ttl_on_every_key_and_refreshed_on_write(
     sync_client.incr(fence_counter_key(tid))  # as the lease module does
     sync_client.set(lease_key(tid), "1", px=10_000)
     cp1, _stored = await put(saver, tid, {"a": 1, "b": "x"}, fencing_token="1")
-    await saver.aput_writes(
-        cfg(tid, "", cp1["id"], fencing_token="1"), [("a", 2)], "task"
-    )
+    await saver.aput_writes(cfg(tid, "", cp1["id"], fencing_token="1"), [("a", 2)], "task")
     await put(saver, tid, {"c": 1}, ns="child:1", fencing_token="1")
 
     keys = scan_thread(sync_client, tid)
@@ -191,9 +185,7 @@ async def test_ttl_on_every_key_and_refreshed_on_write(
         )
 
 
-async def test_delete_thread_leaves_no_key(
-    saver: RedisCheckpointSaver, sync_client: redis.Redis
-) -> None:
+async def test_delete_thread_leaves_no_key(saver: RedisCheckpointSaver, sync_client: redis.Redis) -> None:
     tid, other = new_thread(), new_thread()
     for ns in ("", "child:1"):
         _cp, stored = await put(saver, tid, {"a": ns}, ns=ns)
@@ -233,9 +225,7 @@ async def test_prune_keeps_only_blobs_the_kept_checkpoints_use(
     for i in range(4):
         prev, stored = await put(saver, tid, {"a": i}, prev=prev, parent=parent)
         parent = stored["configurable"]["checkpoint_id"]
-    prev, _ = await put(
-        saver, tid, {"b": "kept"}, prev=prev, parent=parent
-    )  # `a` unchanged
+    prev, _ = await put(saver, tid, {"b": "kept"}, prev=prev, parent=parent)  # `a` unchanged
     await saver.aprune([tid])
     latest = await saver.aget_tuple(cfg(tid))
     assert latest is not None and latest.checkpoint["channel_values"] == {
@@ -256,9 +246,7 @@ class _Counted:
         counter = self
 
         class Connection(aioredis.Connection):
-            async def send_packed_command(
-                self, command: Any, check_health: bool = True
-            ) -> None:
+            async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
                 counter.sends += 1
                 await super().send_packed_command(command, check_health)
 
@@ -272,18 +260,14 @@ class _Counted:
         return self.sends - before, result
 
 
-async def test_round_trip_budget(
-    redis_server: RedisServer, sync_client: redis.Redis
-) -> None:
+async def test_round_trip_budget(redis_server: RedisServer, sync_client: redis.Redis) -> None:
     counted = _Counted(redis_server.url(1))
     s = RedisCheckpointSaver(counted.client, ttl_seconds=TTL)
     try:
         tid = new_thread()
         await put(s, tid, {"warm": 1})  # connect + load the scripts once
         await s.aget_tuple(cfg(tid))
-        await s.aput_writes(
-            cfg(tid, "", (await s.aget_tuple(cfg(tid))).checkpoint["id"]), [], "t"
-        )
+        await s.aput_writes(cfg(tid, "", (await s.aget_tuple(cfg(tid))).checkpoint["id"]), [], "t")
 
         cp, versions = checkpoint(s, {"messages": ["x" * 20_000], "other": 1})
         n, _stored = await counted.trips(s.aput(cfg(tid), cp, {"step": 1}, versions))
@@ -312,9 +296,7 @@ async def test_round_trip_budget(
         assert n <= 2 and latest.checkpoint["id"] == cp3["id"], "latest aget_tuple"
         assert len(latest.pending_writes) == 6
         n, by_id = await counted.trips(s.aget_tuple(cfg(tid, "", cp["id"])))
-        assert n <= 2 and by_id.checkpoint["channel_values"]["other"] == 1, (
-            "aget_tuple by id"
-        )
+        assert n <= 2 and by_id.checkpoint["channel_values"]["other"] == 1, "aget_tuple by id"
     finally:
         await counted.client.aclose()
 
@@ -342,12 +324,8 @@ async def test_stale_token_is_fenced_and_writes_nothing(
     tid = new_thread()
     old = str(sync_client.incr(fence_counter_key(tid)))
     sync_client.set(lease_key(tid), old, px=10_000)
-    cp1, _stored1 = await put(
-        saver, tid, {"messages": ["one"], "n": 1}, fencing_token=old
-    )
-    await saver.aput_writes(
-        cfg(tid, "", cp1["id"], fencing_token=old), [("n", 2)], "t1"
-    )
+    cp1, _stored1 = await put(saver, tid, {"messages": ["one"], "n": 1}, fencing_token=old)
+    await saver.aput_writes(cfg(tid, "", cp1["id"], fencing_token=old), [("n", 2)], "t1")
 
     new = str(sync_client.incr(fence_counter_key(tid)))  # another turn took the lease
     sync_client.set(lease_key(tid), new, px=10_000)
@@ -372,9 +350,7 @@ async def test_stale_token_is_fenced_and_writes_nothing(
     # The holder of the lease writes.
     fresh = cfg(tid, "", cp1["id"], fencing_token=new)
     await saver.aput(fresh, cp2, {"step": 2}, versions2)
-    await saver.aput_writes(
-        cfg(tid, "", cp2["id"], fencing_token=new), [("n", 4)], "t3"
-    )
+    await saver.aput_writes(cfg(tid, "", cp2["id"], fencing_token=new), [("n", 4)], "t3")
     latest = await saver.aget_tuple(cfg(tid))
     assert latest.checkpoint["channel_values"] == {"messages": ["two"], "n": 3}
     assert latest.pending_writes == [("t3", "n", 4)]
@@ -425,9 +401,7 @@ async def test_fencing_token_flows_from_a_graph_run_to_every_write(
     assert len(stored) == 3
     assert all("fencing_token" not in t.metadata for t in stored)
 
-    sync_client.set(
-        lease_key(tid), str(sync_client.incr(fence_counter_key(tid))), px=10_000
-    )
+    sync_client.set(lease_key(tid), str(sync_client.incr(fence_counter_key(tid))), px=10_000)
     with pytest.raises(FencedError):
         await graph.ainvoke({"messages": [("user", "again")]}, run)
     assert len([t async for t in saver.alist(cfg(tid))]) == 3
@@ -439,19 +413,14 @@ async def test_fencing_token_flows_from_a_graph_run_to_every_write(
 async def test_concurrent_writers_on_separate_clients_lose_nothing(
     redis_server: RedisServer,
 ) -> None:
-    savers = [
-        RedisCheckpointSaver.from_url(redis_server.url(1), ttl_seconds=TTL)
-        for _ in range(4)
-    ]
+    savers = [RedisCheckpointSaver.from_url(redis_server.url(1), ttl_seconds=TTL) for _ in range(4)]
     threads = [new_thread() for _ in range(25)]
     per_writer = 5
 
     async def writer(s: RedisCheckpointSaver, tid: str, w: int) -> list[str]:
         ids, prev, parent = [], None, None
         for i in range(per_writer):
-            prev, stored = await put(
-                s, tid, {f"w{w}": i, "shared": (w, i)}, prev=prev, parent=parent
-            )
+            prev, stored = await put(s, tid, {f"w{w}": i, "shared": (w, i)}, prev=prev, parent=parent)
             parent = stored["configurable"]["checkpoint_id"]
             await s.aput_writes(stored, [(f"w{w}", i)], f"task-{w}-{i}")
             ids.append(parent)
@@ -461,11 +430,7 @@ async def test_concurrent_writers_on_separate_clients_lose_nothing(
         jobs = [writer(s, tid, w) for tid in threads for w, s in enumerate(savers)]
         written = await asyncio.gather(*jobs)
         for t_index, tid in enumerate(threads):
-            expected = {
-                cid
-                for w in range(len(savers))
-                for cid in written[t_index * len(savers) + w]
-            }
+            expected = {cid for w in range(len(savers)) for cid in written[t_index * len(savers) + w]}
             listed = [t async for t in savers[0].alist(cfg(tid))]
             assert {t.checkpoint["id"] for t in listed} == expected
             for t in listed:  # every checkpoint complete: values and its one write
@@ -489,18 +454,14 @@ def test_sync_methods(redis_server: RedisServer, sync_client: redis.Redis) -> No
     stored1 = s.put(cfg(tid), cp1, {"source": "input", "step": 0}, v1)
     s.put_writes(stored1, [("a", 5)], "task")
     cp2, v2 = checkpoint(s, {"b": 2}, cp1)
-    s.put(
-        cfg(tid, "", cp1["id"]), cp2, {"source": "loop", "step": 1, "run_id": run}, v2
-    )
+    s.put(cfg(tid, "", cp1["id"]), cp2, {"source": "loop", "step": 1, "run_id": run}, v2)
 
     latest = s.get_tuple(cfg(tid))
     assert latest.checkpoint["channel_values"] == {"a": 1, "b": 2}
     assert latest.parent_config["configurable"]["checkpoint_id"] == cp1["id"]
     assert s.get_tuple(cfg(tid, "", cp1["id"])).pending_writes == [("task", "a", 5)]
     assert [t.checkpoint["id"] for t in s.list(cfg(tid))] == [cp2["id"], cp1["id"]]
-    assert [
-        t.checkpoint["id"] for t in s.list(cfg(tid), filter={"source": "input"})
-    ] == [cp1["id"]]
+    assert [t.checkpoint["id"] for t in s.list(cfg(tid), filter={"source": "input"})] == [cp1["id"]]
     assert any(t.config["configurable"]["thread_id"] == tid for t in s.list(None))
 
     s.copy_thread(tid, copy)
@@ -581,8 +542,7 @@ async def test_list_matches_in_memory(saver: RedisCheckpointSaver) -> None:
     async def listed(s, tid, conf_extra, **kw) -> list[tuple[str, str]]:
         conf = {"configurable": {"thread_id": tid, **conf_extra}}
         out = [
-            (t.config["configurable"]["checkpoint_ns"], t.checkpoint["id"])
-            async for t in s.alist(conf, **kw)
+            (t.config["configurable"]["checkpoint_ns"], t.checkpoint["id"]) async for t in s.alist(conf, **kw)
         ]
         return [(ns, rename.get(i, i)) for ns, i in out] if s is memory else out
 

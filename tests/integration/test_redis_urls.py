@@ -10,10 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from servers import RedisServer
+
 from threadline import config, urls
 from threadline.checkpoint import StoreUnavailable, open_checkpointer
 from threadline.config import CheckpointSettings, SessionSettings
+
+from servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +49,7 @@ def test_the_raw_incident_url_fails_without_repair(incident_redis: RedisServer) 
 
 
 @pytest.mark.parametrize("user", ["", "default"])
-def test_the_repaired_incident_url_connects_to_db_1(
-    incident_redis: RedisServer, user: str
-) -> None:
+def test_the_repaired_incident_url_connects_to_db_1(incident_redis: RedisServer, user: str) -> None:
     repaired = urls.repair_redis_url(raw_url(incident_redis, INCIDENT, user=user))
     assert connected_db(repaired) == 1
 
@@ -64,9 +64,7 @@ def test_the_incident_url_through_the_environment(
     assert connected_db(config.load(SessionSettings).redis_url) == 0
 
 
-def test_redis_password_on_its_own(
-    incident_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_redis_password_on_its_own(incident_redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHECKPOINT_REDIS_URL", incident_redis.url(1))
     monkeypatch.setenv("REDIS_PASSWORD", INCIDENT)
     assert connected_db(config.load(CheckpointSettings).redis_url) == 1
@@ -88,28 +86,19 @@ async def test_a_wrong_password_is_store_unavailable_without_the_password(
     incident_redis: RedisServer,
 ) -> None:
     wrong = INCIDENT[::-1]
-    settings = config.load(
-        CheckpointSettings, backend="redis", redis_url=raw_url(incident_redis, wrong)
-    )
+    settings = config.load(CheckpointSettings, backend="redis", redis_url=raw_url(incident_redis, wrong))
     with pytest.raises(StoreUnavailable) as caught:
         async with open_checkpointer(settings):
             pass
     text = f"{caught.value} {caught.value.__cause__!r}"
     assert caught.value.backend == "redis"
-    assert (
-        wrong not in text
-        and urls.repair_redis_url(raw_url(incident_redis, wrong)) not in text
-    )
+    assert wrong not in text and urls.repair_redis_url(raw_url(incident_redis, wrong)) not in text
     assert "redis://:***@127.0.0.1" in str(caught.value)
 
 
 async def test_open_checkpointer_with_the_incident_password(
     incident_redis: RedisServer,
 ) -> None:
-    settings = config.load(
-        CheckpointSettings, backend="redis", redis_url=raw_url(incident_redis, INCIDENT)
-    )
+    settings = config.load(CheckpointSettings, backend="redis", redis_url=raw_url(incident_redis, INCIDENT))
     async with open_checkpointer(settings) as saver:
-        assert (
-            await saver.aget_tuple({"configurable": {"thread_id": "none-yet"}}) is None
-        )
+        assert await saver.aget_tuple({"configurable": {"thread_id": "none-yet"}}) is None

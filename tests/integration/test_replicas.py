@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+
 from client import API_KEY, Client, expected_reply, metric, parse_sse
 from servers import RedisServer, redis_env
 
@@ -170,9 +171,7 @@ def test_client_disconnect_cancels_the_model_promptly(redis_server, start_replic
             if line.startswith("event: token"):
                 break  # one token in, hang up
     hung_up = time.monotonic()
-    _wait_for(
-        lambda: metric(replica.url, "threadline_model_cancelled_total") > before, 1.0, "cancellation"
-    )
+    _wait_for(lambda: metric(replica.url, "threadline_model_cancelled_total") > before, 1.0, "cancellation")
     cancelled_after = time.monotonic() - hung_up
     assert cancelled_after < 1.0
     _wait_for(lambda: metric(replica.url, "threadline_active_streams") == 0, what="stream closed")
@@ -245,8 +244,14 @@ def test_sigterm_drains_in_flight_streams(redis_server, start_replica):
 def test_misconfiguration_stops_start_up_naming_the_variable():
     for env, variable in [
         ({"CHECKPOINT_BACKEND": "mongodb"}, "CHECKPOINT_BACKEND"),
-        ({"CHECKPOINT_BACKEND": "redis", "CHECKPOINT_REDIS_URL": "redis://:pw@host:port/1"}, "CHECKPOINT_REDIS_URL"),
-        ({"CHECKPOINT_BACKEND": "redis-stack", "CHECKPOINT_REDIS_URL": "redis://h:6379/1"}, "CHECKPOINT_REDIS_URL"),
+        (
+            {"CHECKPOINT_BACKEND": "redis", "CHECKPOINT_REDIS_URL": "redis://:pw@host:port/1"},
+            "CHECKPOINT_REDIS_URL",
+        ),
+        (
+            {"CHECKPOINT_BACKEND": "redis-stack", "CHECKPOINT_REDIS_URL": "redis://h:6379/1"},
+            "CHECKPOINT_REDIS_URL",
+        ),
         ({"API_KEYS": "alice:not-a-hash"}, "API_KEYS"),
         ({"MODEL": "nonexistent-provider:some-model"}, "MODEL"),
         ({"TURN_LEASE_SECONDS": "-1"}, "TURN_LEASE_SECONDS"),

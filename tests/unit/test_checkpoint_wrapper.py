@@ -18,6 +18,7 @@ from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from prometheus_client import REGISTRY
+
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
 from threadline.checkpoint.sqlite import ThreadedSqliteSaver, _bridge
 
@@ -60,12 +61,8 @@ def test_wrapper_reports_exactly_the_inner_capabilities(inner_type: type) -> Non
         else inner_type()
     )
     wrapped = instrument(inner, "test")
-    assert DetectedCapabilities.from_instance(
-        wrapped
-    ) == DetectedCapabilities.from_instance(inner)
-    assert isinstance(wrapped, InstrumentedSaver) and isinstance(
-        wrapped, BaseCheckpointSaver
-    )
+    assert DetectedCapabilities.from_instance(wrapped) == DetectedCapabilities.from_instance(inner)
+    assert isinstance(wrapped, InstrumentedSaver) and isinstance(wrapped, BaseCheckpointSaver)
     assert instrument(wrapped, "other") is wrapped  # wrapped once
 
 
@@ -97,40 +94,18 @@ async def test_metrics_count_operations_errors_and_durations() -> None:
     backend = "unit-metrics"
     wrapped = instrument(InMemorySaver(), backend)
     checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
-    before = sample(
-        "threadline_checkpoint_write_duration_seconds_count", backend=backend
-    )
+    before = sample("threadline_checkpoint_write_duration_seconds_count", backend=backend)
     stored = await wrapped.aput(CONFIG, checkpoint, {"step": 1}, {})
     await wrapped.aput_writes(stored, [("a", 1)], "task")
     assert (await wrapped.aget_tuple(CONFIG)).checkpoint["id"] == checkpoint["id"]
     assert [t async for t in wrapped.alist(CONFIG)]
     assert wrapped.get_tuple(CONFIG) is not None  # the sync twin is timed too
-    assert (
-        sample("threadline_checkpoint_operations_total", backend=backend, op="put") == 1
-    )
-    assert (
-        sample(
-            "threadline_checkpoint_operations_total", backend=backend, op="put_writes"
-        )
-        == 1
-    )
-    assert (
-        sample(
-            "threadline_checkpoint_operations_total", backend=backend, op="get_tuple"
-        )
-        == 2
-    )
-    assert (
-        sample("threadline_checkpoint_operations_total", backend=backend, op="list")
-        == 1
-    )
-    assert (
-        sample("threadline_checkpoint_read_duration_seconds_count", backend=backend)
-        == 3
-    )
-    after = sample(
-        "threadline_checkpoint_write_duration_seconds_count", backend=backend
-    )
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="put") == 1
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="put_writes") == 1
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="get_tuple") == 2
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="list") == 1
+    assert sample("threadline_checkpoint_read_duration_seconds_count", backend=backend) == 3
+    after = sample("threadline_checkpoint_write_duration_seconds_count", backend=backend)
     assert after - before == 2
 
 
@@ -139,21 +114,14 @@ async def test_errors_are_counted_and_cancellation_is_not() -> None:
     wrapped = instrument(Failing(), backend)
     with pytest.raises(ConnectionError):
         await wrapped.aget_tuple(CONFIG)
-    task = asyncio.create_task(
-        wrapped.aput(CONFIG, create_checkpoint(empty_checkpoint(), None, 1), {}, {})
-    )
+    task = asyncio.create_task(wrapped.aput(CONFIG, create_checkpoint(empty_checkpoint(), None, 1), {}, {}))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert (
-        sample("threadline_checkpoint_errors_total", backend=backend, op="get_tuple")
-        == 1
-    )
+    assert sample("threadline_checkpoint_errors_total", backend=backend, op="get_tuple") == 1
     assert sample("threadline_checkpoint_errors_total", backend=backend, op="put") == 0
-    assert (
-        sample("threadline_checkpoint_operations_total", backend=backend, op="put") == 1
-    )
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="put") == 1
 
 
 async def test_an_abandoned_alist_is_observed_once() -> None:
@@ -165,14 +133,8 @@ async def test_an_abandoned_alist_is_observed_once() -> None:
     items = wrapped.alist(CONFIG)
     assert await anext(items) is not None
     await items.aclose()
-    assert (
-        sample("threadline_checkpoint_read_duration_seconds_count", backend=backend)
-        == 1
-    )
-    assert (
-        sample("threadline_checkpoint_operations_total", backend=backend, op="list")
-        == 1
-    )
+    assert sample("threadline_checkpoint_read_duration_seconds_count", backend=backend) == 1
+    assert sample("threadline_checkpoint_operations_total", backend=backend, op="list") == 1
 
 
 def test_sqlite_bridge_covers_exactly_what_the_sync_saver_implements() -> None:
@@ -195,8 +157,7 @@ def test_sqlite_bridge_covers_exactly_what_the_sync_saver_implements() -> None:
     bridged = {
         name
         for name in capability_methods
-        if getattr(ThreadedSqliteSaver, f"a{name}")
-        is not getattr(BaseCheckpointSaver, f"a{name}")
+        if getattr(ThreadedSqliteSaver, f"a{name}") is not getattr(BaseCheckpointSaver, f"a{name}")
     }
     assert bridged == implemented
     assert "copy_thread" not in bridged and "prune" not in bridged

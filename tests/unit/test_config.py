@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from threadline import config
 from threadline.config import (
     CheckpointSettings,
@@ -92,6 +93,9 @@ def test_other_defaults_match_the_brief() -> None:
         ({"CHECKPOINT_REDIS_TTL": "0"}, "CHECKPOINT_REDIS_TTL"),
         ({"CHECKPOINT_REDIS_TTL": "a week"}, "CHECKPOINT_REDIS_TTL"),
         ({"CHECKPOINT_BACKEND": "postgres"}, "CHECKPOINT_POSTGRES_URL"),
+        ({"CHECKPOINT_POSTGRES_URL": f"postgresql://app:{PASSWORD}@pg/app"}, "CHECKPOINT_POSTGRES_URL"),
+        ({"CHECKPOINT_POSTGRES_URL": f"mysql://app:{PASSWORD}@db/app"}, "CHECKPOINT_POSTGRES_URL"),
+        ({"CHECKPOINT_POSTGRES_URL": f"host=pg password={PASSWORD} port=x"}, "CHECKPOINT_POSTGRES_URL"),
         (
             {
                 "CHECKPOINT_BACKEND": "redis-stack",
@@ -111,9 +115,7 @@ def test_checkpoint_misconfiguration_names_the_variable(
 def test_redis_stack_default_url_is_db_1_so_it_needs_an_explicit_db_0(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    message = fails(
-        CheckpointSettings, {"CHECKPOINT_BACKEND": "redis-stack"}, monkeypatch
-    )
+    message = fails(CheckpointSettings, {"CHECKPOINT_BACKEND": "redis-stack"}, monkeypatch)
     assert "db 0" in message and "CHECKPOINT_BACKEND=redis" in message
     monkeypatch.setenv("CHECKPOINT_REDIS_URL", "redis://h:6379/0")
     assert load(CheckpointSettings).backend == "redis-stack"
@@ -142,6 +144,16 @@ def test_raw_password_in_the_url_is_repaired(monkeypatch: pytest.MonkeyPatch) ->
     assert load(CheckpointSettings).redis_url == f"redis://:{ENCODED}@redis:6379/1"
 
 
+def test_valid_postgres_dsns_pass() -> None:
+    for dsn in (
+        "postgresql://app:Du0P%2Fm%2B%3D@pg:5432/app?sslmode=require",
+        "postgres://pg/app",
+        "host=pg port=5432 dbname=app user=app password=x/y+z=",
+        "postgresql://app@pg1:5432,pg2:5433/app",
+    ):
+        assert load(CheckpointSettings, backend="postgres", postgres_url=dsn).postgres_url == dsn
+
+
 def test_redis_password_variable_needs_no_encoding(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -164,7 +176,7 @@ def test_settings_repr_holds_no_password() -> None:
     checkpoint = load(
         CheckpointSettings,
         redis_url=f"redis://:{PASSWORD}@redis:6379/1",
-        postgres_url=f"postgresql://app:{PASSWORD}@pg/app",
+        postgres_url=f"postgresql://app:{ENCODED}@pg/app",
     )
     session = load(SessionSettings, redis_password=PASSWORD)
     for text in (repr(checkpoint), str(checkpoint), repr(session), str(session)):
@@ -173,9 +185,7 @@ def test_settings_repr_holds_no_password() -> None:
 
 
 def test_env_name_of_every_checkpoint_field() -> None:
-    names = {
-        config.env_name(CheckpointSettings, f) for f in CheckpointSettings.model_fields
-    }
+    names = {config.env_name(CheckpointSettings, f) for f in CheckpointSettings.model_fields}
     assert names == {
         "CHECKPOINT_BACKEND",
         "CHECKPOINT_REDIS_URL",

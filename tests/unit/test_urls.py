@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from redis.connection import parse_url
+
 from threadline import urls
 from threadline.urls import RedisURLError
 
@@ -30,9 +31,7 @@ RAW_PASSWORDS = [
 @pytest.mark.parametrize("password", RAW_PASSWORDS)
 @pytest.mark.parametrize("scheme", ["redis", "rediss"])
 @pytest.mark.parametrize("user", ["", "default", "app+user@corp"])
-def test_repair_makes_redis_py_read_the_raw_password(
-    scheme: str, user: str, password: str
-) -> None:
+def test_repair_makes_redis_py_read_the_raw_password(scheme: str, user: str, password: str) -> None:
     raw = f"{scheme}://{user}:{password}@redis.internal:6380/1"
     repaired = urls.repair_redis_url(raw)
     parsed = parse_url(repaired)
@@ -77,9 +76,7 @@ def test_a_correctly_encoded_url_comes_back_unchanged(url: str) -> None:
         ("50%+", "50%25%2B", "50%+"),
     ],
 )
-def test_the_percent_rule(
-    raw_password: str, repaired_password: str, redis_py_reads: str
-) -> None:
+def test_the_percent_rule(raw_password: str, repaired_password: str, redis_py_reads: str) -> None:
     repaired = urls.repair_redis_url(f"redis://:{raw_password}@h:6379/1")
     assert repaired == f"redis://:{repaired_password}@h:6379/1"
     assert parse_url(repaired)["password"] == redis_py_reads
@@ -89,10 +86,7 @@ def test_with_password_takes_any_characters_and_keeps_the_user() -> None:
     url = urls.with_password("rediss://default:old@redis:6380/1", INCIDENT)
     assert parse_url(url)["password"] == INCIDENT
     assert parse_url(url)["username"] == "default"
-    assert (
-        urls.with_password("redis://redis:6379/0", "p w")
-        == "redis://:p%20w@redis:6379/0"
-    )
+    assert urls.with_password("redis://redis:6379/0", "p w") == "redis://:p%20w@redis:6379/0"
 
 
 @pytest.mark.parametrize("password", RAW_PASSWORDS)
@@ -101,17 +95,12 @@ def test_redact_hides_raw_and_encoded_passwords(password: str) -> None:
     for url in (raw, urls.repair_redis_url(raw)):
         redacted = urls.redact(url)
         assert redacted == "redis://app:***@redis:6379/1"
-        assert password.strip() not in redacted.replace(
-            "redis://app:***@redis:6379/1", ""
-        )
+        assert password.strip() not in redacted.replace("redis://app:***@redis:6379/1", "")
 
 
 def test_redact_other_forms() -> None:
     assert urls.redact("redis://redis:6379/1") == "redis://redis:6379/1"
-    assert (
-        urls.redact(f"rediss://:{INCIDENT}@redis:6380/0")
-        == "rediss://:***@redis:6380/0"
-    )
+    assert urls.redact(f"rediss://:{INCIDENT}@redis:6380/0") == "rediss://:***@redis:6380/0"
     assert urls.redact("redis://lonesecret@redis:6379/0") == "redis://***@redis:6379/0"
     assert urls.redact(f"http://:{INCIDENT}@x") == "<not a redis url>"
 

@@ -52,11 +52,16 @@ async def get_principal(
     elif authorization and authorization[:7].lower() == "bearer ":
         principal = await get_sessions(runtime).principal(authorization[7:].strip())
     else:
-        raise ApiError(401, "unauthenticated", "send X-API-Key or Authorization: Bearer <session token>",
-                       {"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "unauthenticated",
+            "send X-API-Key or Authorization: Bearer <session token>",
+            {"WWW-Authenticate": "Bearer"},
+        )
     if principal is None:
-        raise ApiError(401, "unauthenticated", "unknown API key or expired session",
-                       {"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401, "unauthenticated", "unknown API key or expired session", {"WWW-Authenticate": "Bearer"}
+        )
     return principal
 
 

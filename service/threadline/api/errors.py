@@ -28,7 +28,9 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 
@@ -58,8 +60,7 @@ def install(app: FastAPI) -> None:
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         # Field locations and messages only; pydantic's input echo could hold a secret.
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}"
-            for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors()
         )
         return error_response(422, "invalid_request", problems or "invalid request")
 

@@ -30,7 +30,9 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     try:
         await runtime.stores.ping()
     except STORE_ERRORS as exc:
-        return error_response(503, "stores_unavailable", f"a store did not answer ({type(exc).__name__})", retry)
+        return error_response(
+            503, "stores_unavailable", f"a store did not answer ({type(exc).__name__})", retry
+        )
     return JSONResponse({"status": "ready", "replica": runtime.replica})
 
 

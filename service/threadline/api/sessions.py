@@ -27,4 +27,6 @@ async def create_session(body: SessionIn, runtime: RuntimeDep, sessions: Session
     if principal is None:
         raise ApiError(401, "unauthenticated", "unknown API key")
     token = await sessions.create(principal)
-    return SessionOut(session_token=token, principal=principal, expires_in=runtime.settings.session.ttl_seconds)
+    return SessionOut(
+        session_token=token, principal=principal, expires_in=runtime.settings.session.ttl_seconds
+    )

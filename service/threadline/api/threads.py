@@ -60,11 +60,16 @@ async def list_checkpoints(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict:
     """The thread's checkpoint history, newest first."""
-    return {"thread_id": thread_id, "checkpoints": await conversations.checkpoints(thread_id, principal, limit)}
+    return {
+        "thread_id": thread_id,
+        "checkpoints": await conversations.checkpoints(thread_id, principal, limit),
+    }
 
 
 @router.delete("/{thread_id}", status_code=204)
-async def delete_thread(thread_id: ThreadId, principal: Principal, conversations: ConversationsDep) -> Response:
+async def delete_thread(
+    thread_id: ThreadId, principal: Principal, conversations: ConversationsDep
+) -> Response:
     await conversations.delete(thread_id, principal)
     return Response(status_code=204)
 
@@ -115,7 +120,9 @@ async def post_message(
     )
 
 
-async def _events(first: str | TurnResult | None, turn: RunningTurn, replica: str) -> AsyncIterator[ServerSentEvent]:
+async def _events(
+    first: str | TurnResult | None, turn: RunningTurn, replica: str
+) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream of one turn. A client that goes away cancels this generator, which
     cancels the turn and with it the model call."""
     metrics.ACTIVE_STREAMS.inc()
@@ -128,7 +135,9 @@ async def _events(first: str | TurnResult | None, turn: RunningTurn, replica: st
                 yield ServerSentEvent(json.dumps({"token": item}), event="token")
             item = await turn.next()
     except (*STORE_ERRORS, *DOMAIN_ERRORS) as exc:
-        status, code, message = DOMAIN_ERRORS.get(type(exc), (503, "unavailable", "a store is unreachable; retry"))
+        status, code, message = DOMAIN_ERRORS.get(
+            type(exc), (503, "unavailable", "a store is unreachable; retry")
+        )
         log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
         yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
     finally:

@@ -368,9 +368,7 @@ def decode_tuple(
         config=checkpoint_config(thread_id, checkpoint_ns, checkpoint_id),
         checkpoint={**checkpoint, "channel_values": values},
         metadata=serde.loads_typed((md_type.decode(), md_bytes)),
-        parent_config=(
-            checkpoint_config(thread_id, checkpoint_ns, parent_id) if parent_id else None
-        ),
+        parent_config=(checkpoint_config(thread_id, checkpoint_ns, parent_id) if parent_id else None),
         pending_writes=decode_writes(serde, write_records or ()),
     )
 

@@ -1,0 +1,1 @@
+"""kind end-to-end: the chart on a real cluster, pods force-deleted mid-conversation."""
