@@ -297,3 +297,23 @@ def test_unique_message_ids_are_generated_when_absent(redis_server, start_replic
     assert body["reply"]["id"].endswith(".reply")
     ids = [m["id"] for m in client.thread(thread)["messages"]]
     assert ids[1] == f"{ids[0]}.reply" and uuid.UUID(ids[0])
+
+
+def test_interrupted_turn_is_finished_before_the_next_message(redis_server, start_replica):
+    a = start_replica(redis_env(redis_server, **SLOW), "a")
+    b = start_replica(redis_env(redis_server, **SLOW), "b")
+    thread = Client(a.url).new_thread()
+    Client(a.url).say(thread, "first")
+    worker, _ = _stream_in_background(a.url, thread, "abandoned", "gave-up-1")
+    _wait_for(lambda: metric(a.url, "threadline_active_streams") == 1, what="a streaming")
+    a.kill()
+    worker.join(timeout=10)
+    assert Client(b.url).thread(thread)["pending"] is True
+
+    # The client never retries "abandoned"; its next message still finds a whole thread.
+    response = Client(b.url).say(thread, "moving on", "next-1")
+    assert response.status_code == 200, response.text
+    assert response.json()["turn"] == 3
+    messages = Client(b.url).thread(thread)["messages"]
+    assert [m["id"] for m in messages][2:] == ["gave-up-1", "gave-up-1.reply", "next-1", "next-1.reply"]
+    assert_whole(messages, 3)
