@@ -166,6 +166,7 @@ def test_sessions_slide_and_expire(replica):
         ("missing content", {"id": "a"}, 422, "invalid_request"),
         ("bad message id", {"content": "hi", "id": "no spaces allowed"}, 422, "invalid_request"),
         ("id not a string", {"content": "hi", "id": 7}, 422, "invalid_request"),
+        ("a reply's id", {"content": "hi", "id": "m1.reply"}, 422, "invalid_request"),
         ("malformed json", b"{not json", 422, "invalid_request"),
     ],
 )

@@ -21,13 +21,16 @@ class ThreadState(MessagesState):
     owner: str
 
 
+REPLY_SUFFIX = ".reply"
+
+
 def reply_id_for(message_id: str) -> str:
     """The id of the reply to human message ``message_id``.
 
     Deterministic, so a retried or resumed turn replaces its reply instead of adding a second
     one (``add_messages`` merges messages by id).
     """
-    return f"{message_id}.reply"
+    return message_id + REPLY_SUFFIX
 
 
 def build_graph(model: BaseChatModel, checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
-from pydantic import BaseModel, Field, StrictStr
+from pydantic import BaseModel, Field, StrictStr, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
+from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError
 from threadline.stores import STORE_ERRORS
@@ -27,6 +28,14 @@ class MessageIn(BaseModel):
     content: StrictStr
     # The idempotency key: a retry with the same id never runs the turn twice.
     id: StrictStr | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_reply_id(cls, value: str | None) -> str | None:
+        # A human message with a reply's id would replace that reply (messages merge by id).
+        if value is not None and value.endswith(REPLY_SUFFIX):
+            raise ValueError(f"must not end with {REPLY_SUFFIX!r} (reserved for replies)")
+        return value
 
 
 class ThreadCreated(BaseModel):
