@@ -39,6 +39,7 @@ import asyncio
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -106,12 +107,18 @@ class Window:
     latencies: list[float] = field(default_factory=list)
     server_cpu: float = 0.0
     redis_cpu: float = 0.0
+    client_cpu: float = 0.0
     checkpoint_io: float = 0.0
     turn_time: float = 0.0
 
     @property
     def rate(self) -> float:
         return self.turns / self.wall if self.wall else math.nan
+
+    @property
+    def ceiling(self) -> float:
+        """Turns/s the replica would reach with one core to itself: 1 / its CPU per turn."""
+        return self.turns / self.server_cpu if self.server_cpu else math.nan
 
     @property
     def share(self) -> float:
@@ -127,17 +134,24 @@ class Meter:
     def __init__(self, http: httpx.AsyncClient, service_pid: int, redis_pid: int) -> None:
         self.http, self.service_pid, self.redis_pid = http, service_pid, redis_pid
 
-    async def snapshot(self) -> tuple[float, float, float, dict[str, float]]:
+    async def snapshot(self) -> tuple[float, float, float, float, dict[str, float]]:
         metrics = await scrape(self.http)
-        return time.perf_counter(), cpu_seconds(self.service_pid), cpu_seconds(self.redis_pid), metrics
+        return (
+            time.perf_counter(),
+            cpu_seconds(self.service_pid),
+            cpu_seconds(self.redis_pid),
+            time.process_time(),
+            metrics,
+        )
 
     @staticmethod
     def close(window: Window, before, after) -> Window:
-        t0, s0, r0, m0 = before
-        t1, s1, r1, m1 = after
+        t0, s0, r0, c0, m0 = before
+        t1, s1, r1, c1, m1 = after
         window.wall = t1 - t0
         window.server_cpu = s1 - s0
         window.redis_cpu = r1 - r0
+        window.client_cpu = c1 - c0
         window.checkpoint_io = sum(m1[k] - m0[k] for k in _SUMS[:2])
         window.turn_time = m1[_SUMS[2]] - m0[_SUMS[2]]
         return window
@@ -302,6 +316,8 @@ def report(results: dict[str, dict[str, Window]], args: argparse.Namespace) -> s
         )
         row(f"{prefix}: replica CPU ms/turn", key, lambda w: per_turn(w.server_cpu, w, ".1f"))
         row(f"{prefix}: Redis CPU ms/turn", key, lambda w: per_turn(w.redis_cpu, w, ".2f"))
+        row(f"{prefix}: bench client CPU ms/turn", key, lambda w: per_turn(w.client_cpu, w, ".1f"))
+        row(f"{prefix}: replica ceiling turns/s (1 core)", key, lambda w: fmt(w.ceiling, ".1f"))
         row(f"{prefix}: checkpoint I/O ms/turn", key, lambda w: per_turn(w.checkpoint_io, w, ".1f"))
         row(f"{prefix}: checkpoint I/O share", key, lambda w: fmt(100 * w.share, ".1f") + " %")
 
@@ -331,7 +347,9 @@ def report(results: dict[str, dict[str, Window]], args: argparse.Namespace) -> s
         verdict = "met" if ratio >= TARGET_RATIO else "missed"
         lines.append(
             f"- turns/s `redis` ÷ `redis-stack` at concurrency {max(args.levels)}: "
-            f"**{ratio:.2f}×** (target ≥ {TARGET_RATIO:.0f}×: {verdict})"
+            f"**{ratio:.2f}×** (target ≥ {TARGET_RATIO:.0f}×: {verdict}); ratio of the replica's "
+            f"CPU-bound ceilings (load-independent): "
+            f"{results['redis'][top].ceiling / results['redis-stack'][top].ceiling:.2f}×"
         )
     return "\n".join(lines)
 
@@ -350,8 +368,12 @@ def main() -> None:
     backends = [b for b in args.backends.split(",") if b]
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="threadline-bench-") as tmp:
-        results = {b: asyncio.run(bench_backend(b, args, Path(tmp))) for b in backends}
+    log_dir = Path(tempfile.mkdtemp(prefix="threadline-bench-"))
+    results = {b: asyncio.run(bench_backend(b, args, log_dir)) for b in backends}
+    if any(w.errors for r in results.values() for w in r.values()):
+        print(f"non-200 responses: the replicas' logs are kept in {log_dir}", file=sys.stderr)
+    else:
+        shutil.rmtree(log_dir, ignore_errors=True)
     print(
         f"\nthreadline service benchmark — one replica, built-in model (no token delay), "
         f"{args.turns} turns per level, {args.conversation_turns} turns per thread, "

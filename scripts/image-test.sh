@@ -74,9 +74,19 @@ else
   uid=$(awk '/^Uid:/{print $2}' "/proc/$pid/status")
   [ "$uid" = 10001 ] || fail "server (pid $pid) runs as uid $uid, want 10001"
   echo "image-test: server uid 10001 (pid $pid)"
+  # Exec-form ENTRYPOINT: the listener is python itself, not a shell that would swallow SIGTERM.
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+  case "$cmd" in /opt/venv/bin/python*) ;; *) fail "the server process is '$cmd', not python" ;; esac
   buildah run --isolation chroot --network host -v "$work/tmp:/tmp" \
     -e "THREADLINE_API_KEY=$api_key" "$ctr" -- \
     /opt/venv/bin/python -m threadline smoke --url "http://127.0.0.1:$port" || fail "smoke"
+  # SIGTERM starts the drain (DRAIN_SECONDS=1) and the process exits by itself.
+  kill -TERM "$pid"
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "still running 10s after SIGTERM"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+  echo "image-test: SIGTERM -> exited within 10s"
   # Read-only root filesystem: the container's writable layer must hold nothing the processes
   # wrote (buildah itself creates the mount points and /etc/hosts-style files listed here).
   root=$(buildah mount "$ctr")

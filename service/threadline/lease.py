@@ -132,7 +132,8 @@ class RedisTurnLease:
             renewer.cancel()
             # The body may be ending because it was cancelled (client gone): release anyway,
             # shielded and bounded, or the next turn waits for the lease to expire.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            # Bounded by the lease's lifetime: past it, the lease has expired anyway.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_ms / 1000):
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewer
                 try:

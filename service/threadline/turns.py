@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,11 @@ from langgraph.graph.state import CompiledStateGraph
 from threadline import metrics
 from threadline.agent.graph import MODEL_NODE
 from threadline.checkpoint.base import FencedError
-from threadline.lease import LeaseBusy, TurnLease
+from threadline.lease import HeldLease, LeaseBusy, TurnLease
 
 log = logging.getLogger(__name__)
+
+OWNER_CACHE_SIZE = 100_000
 
 __all__ = [
     "Conversations",
@@ -91,17 +94,39 @@ class Conversations:
         self.in_flight = 0
         self.idle = asyncio.Event()  # set while no turn runs; a drain waits on it
         self.idle.set()
+        # Owners never change, so a replica remembers them: a turn then needs one state read
+        # (under the lease) instead of two. Bounded; a miss costs one read.
+        self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def _owned_state(self, thread_id: str, principal: str, token: str | None = None):
         state = await self.graph.aget_state(_config(thread_id, token))
-        if not state.values or state.values.get("owner") != principal:
+        owner = state.values.get("owner") if state.values else None
+        if owner is not None:
+            self._remember_owner(thread_id, owner)
+        if owner != principal:
             raise ThreadNotFound(thread_id)
         return state
+
+    def _remember_owner(self, thread_id: str, owner: str) -> None:
+        self._owners[thread_id] = owner
+        self._owners.move_to_end(thread_id)
+        if len(self._owners) > OWNER_CACHE_SIZE:
+            self._owners.popitem(last=False)
+
+    async def _check_owner(self, thread_id: str, principal: str) -> None:
+        """Refuse a thread the principal does not own, before taking its lease (so requests
+        for unknown threads never write a lease key)."""
+        owner = self._owners.get(thread_id)
+        if owner is None:
+            await self._owned_state(thread_id, principal)
+        elif owner != principal:
+            raise ThreadNotFound(thread_id)
 
     async def create_thread(self, principal: str) -> str:
         thread_id = uuid.uuid4().hex
         # The owner is stored in the thread's own state: it lives and dies with the thread.
         await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+        self._remember_owner(thread_id, principal)
         return thread_id
 
     async def thread(self, thread_id: str, principal: str) -> dict[str, Any]:
@@ -137,12 +162,14 @@ class Conversations:
         # Under the lease, so no turn is half-way through writing the thread we delete.
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
+        self._owners.pop(thread_id, None)
 
     async def run_turn(self, thread_id: str, principal: str, message_id: str, content: str) -> TurnResult:
         """One turn, to completion. See :meth:`stream_turn`."""
         result = None
         # Drain the generator: its last step releases the lease.
-        async with contextlib.aclosing(self.stream_turn(thread_id, principal, message_id, content)) as turn:
+        turn = self.stream_turn(thread_id, principal, message_id, content, tokens=False)
+        async with contextlib.aclosing(turn):
             async for item in turn:
                 if isinstance(item, TurnResult):
                     result = item
@@ -150,17 +177,18 @@ class Conversations:
         return result
 
     async def stream_turn(
-        self, thread_id: str, principal: str, message_id: str, content: str
+        self, thread_id: str, principal: str, message_id: str, content: str, tokens: bool = True
     ) -> AsyncIterator[str | TurnResult]:
         """Yield the reply's tokens as the model produces them, then the :class:`TurnResult`.
 
-        A stored reply (idempotent retry) yields no tokens, only the result.
+        A stored reply (idempotent retry) yields no tokens, only the result; so does every
+        turn with ``tokens=False`` (which skips LangChain's per-token callbacks).
 
         Raises:
             ThreadNotFound, LeaseBusy, LeaseLost, IdempotencyConflict; store errors as raised.
         """
-        await self._owned_state(thread_id, principal)
         started = time.monotonic()
+        await self._check_owner(thread_id, principal)
         outcome = "error"
         self.in_flight += 1
         self.idle.clear()
@@ -187,11 +215,12 @@ class Conversations:
                     # An interrupted turn of an earlier message: finish it first, so human and
                     # AI messages keep alternating.
                     log.info("finishing interrupted turn", extra={"thread_id": thread_id})
-                    await self._run_graph(config, pending, held)
+                    async for _ in self._stream_graph(config, pending, held, tokens=False):
+                        pass
 
                 human = HumanMessage(content=content, id=message_id)
                 final: dict[str, Any] = {}
-                async for item in self._stream_graph(config, human, held):
+                async for item in self._stream_graph(config, human, held, tokens):
                     if isinstance(item, str):
                         yield item
                     else:
@@ -215,12 +244,14 @@ class Conversations:
             metrics.TURN_SECONDS.labels(outcome).observe(time.monotonic() - started)
             log.info("turn", extra={"thread_id": thread_id, "outcome": outcome})
 
-    async def _stream_graph(self, config, human: HumanMessage, held) -> AsyncIterator[str | dict]:
-        """Run the graph for ``human``; yield token strings, then the final state values."""
+    async def _stream_graph(
+        self, config: dict[str, Any], human: HumanMessage, held: HeldLease, tokens: bool
+    ) -> AsyncIterator[str | dict]:
+        """Run the graph for ``human``; yield token strings (if ``tokens``), then the final
+        state values."""
         final: dict[str, Any] = {}
-        async for mode, data in self.graph.astream(
-            {"messages": [human]}, config, stream_mode=["messages", "values"]
-        ):
+        modes = ["messages", "values"] if tokens else ["values"]
+        async for mode, data in self.graph.astream({"messages": [human]}, config, stream_mode=modes):
             if held.lost.is_set():
                 raise LeaseLost(config["configurable"]["thread_id"])
             if mode == "values":
@@ -235,10 +266,6 @@ class Conversations:
             ):
                 yield str(chunk.content)
         yield final
-
-    async def _run_graph(self, config, human: HumanMessage, held) -> None:
-        async for _ in self._stream_graph(config, human, held):
-            pass
 
 
 class RunningTurn:

@@ -376,6 +376,13 @@ class Verdict:
     client_mismatches: int  # replies received that differ from the expected one
     elapsed: float | None = None
     recovery_by: dict[str, list[float]] = field(default_factory=dict)
+    # Durations of turns that succeeded at the first attempt: what a turn costs under this
+    # load, the yardstick for recoveries (a recovery is a lease expiry plus one such turn).
+    turn_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def turn_p99(self) -> float | None:
+        return _percentile(self.turn_seconds, 99)
 
     def recovery_percentile(self, cause: str, q: float) -> float | None:
         """Recovery percentile of the turns whose first failure followed a ``cause`` event."""
@@ -423,6 +430,7 @@ class Verdict:
             f"replicas/thread=mean {self.replicas_mean:.2f} max {self.replicas_max} "
             f"recovery p50={secs(self.recovery_p50)} p99={secs(self.recovery_p99)} "
             f"max={secs(max(self.recovery) if self.recovery else None)} (n={len(self.recovery)}){by} "
+            f"turn p50={secs(_percentile(self.turn_seconds, 50))} p99={secs(self.turn_p99)} "
             f"attempts={self.attempts} failures={fails} statuses={statuses}{elapsed}"
         )
 
@@ -464,6 +472,11 @@ def judge(
         replicas_max=max(replicas, default=0),
         recovery=[r for t in all_turns if (r := t.recovery) is not None],
         recovery_by=_recovery_by(all_turns, events),
+        turn_seconds=[
+            t.attempts[0].ended - t.attempts[0].started
+            for t in all_turns
+            if len(t.attempts) == 1 and t.attempts[0].outcome == OK
+        ],
         attempts=len(attempts),
         failures=Counter(a.outcome for a in attempts if a.outcome != OK),
         statuses=Counter(a.status for a in attempts if a.status is not None),

@@ -45,15 +45,11 @@ def tool(name: str) -> str:
     return found
 
 
-def run(
-    *args: str, check: bool = True, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
+def run(*args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command, capturing text output; on failure the error shows stderr."""
     proc = subprocess.run(args, check=False, capture_output=True, text=True, cwd=cwd)
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}"
-        )
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
 
 
@@ -101,9 +97,7 @@ def objects(docs: Iterable[Obj], kind: str) -> list[Obj]:
 
 
 def one(docs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
-    found = [
-        d for d in objects(docs, kind) if name is None or d["metadata"]["name"] == name
-    ]
+    found = [d for d in objects(docs, kind) if name is None or d["metadata"]["name"] == name]
     assert len(found) == 1, f"want exactly one {kind} {name or ''}, got {len(found)}"
     return found[0]
 
@@ -122,16 +116,11 @@ def service_container(docs: Iterable[Obj]) -> Obj:
     deployments = [
         d
         for d in objects(docs, "Deployment")
-        if d["spec"]["template"]["metadata"]["labels"].get(
-            "app.kubernetes.io/component"
-        )
-        == "server"
+        if d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == "server"
     ]
     assert len(deployments) == 1, "want one server Deployment"
     (container,) = [
-        c
-        for c in deployments[0]["spec"]["template"]["spec"]["containers"]
-        if c["name"] == "threadline"
+        c for c in deployments[0]["spec"]["template"]["spec"]["containers"] if c["name"] == "threadline"
     ]
     return container
 

@@ -24,9 +24,7 @@ def test_every_skip_has_a_reason() -> None:
     assert skips
     for check in skips:
         (index,) = [i for i, line in enumerate(lines) if line.strip() == f"- {check}"]
-        assert lines[index - 1].strip().startswith("#"), (
-            f"{check} needs a reason above it"
-        )
+        assert lines[index - 1].strip().startswith("#"), f"{check} needs a reason above it"
 
 
 def test_checkov(tmp_path: Path) -> None:
@@ -37,9 +35,7 @@ def test_checkov(tmp_path: Path) -> None:
         out = helm("template", "t", str(chart), "-f", str(values)).stdout
         (tmp_path / f"chart-{values.name}").write_text(out)
     for overlay in OVERLAYS:
-        out = kubectl(
-            "kustomize", str(REPO / "deployments" / "overlays" / overlay)
-        ).stdout
+        out = kubectl("kustomize", str(REPO / "deployments" / "overlays" / overlay)).stdout
         (tmp_path / f"kustomize-{overlay}.yaml").write_text(out)
     checkov = Path(sys.executable).with_name("checkov")
     proc = subprocess.run(

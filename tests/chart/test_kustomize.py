@@ -52,8 +52,6 @@ def test_overlay_renders_valid_objects(overlay: str) -> None:
     docs = list(kustomized(overlay))
     assert docs
     for doc in docs:
-        if doc["kind"] == "Namespace":
-            continue
         validate(doc)
     assert len(objects(docs, "Deployment")) == 1
 
@@ -63,10 +61,7 @@ def test_parity_with_chart(overlay: str) -> None:
     ours, chart = list(kustomized(overlay)), chart_for(overlay)
     mine, theirs = service_container(ours), service_container(chart)
     # same environment contract
-    assert (
-        env_names(ours) - CREDENTIAL_ENV
-        == env_names(chart) - HELM_ONLY_ENV - CREDENTIAL_ENV
-    )
+    assert env_names(ours) - CREDENTIAL_ENV == env_names(chart) - HELM_ONLY_ENV - CREDENTIAL_ENV
     # same port, probes, security context, preStop
     for key in (
         "ports",
@@ -79,19 +74,13 @@ def test_parity_with_chart(overlay: str) -> None:
     ):
         assert mine[key] == theirs[key], key
     (_, pod_ours), (_, pod_chart) = (
-        next((w, s) for w, s in pod_specs(d) if w["kind"] == "Deployment")
-        for d in (ours, chart)
+        next((w, s) for w, s in pod_specs(d) if w["kind"] == "Deployment") for d in (ours, chart)
     )
     assert pod_ours["securityContext"] == pod_chart["securityContext"]
     assert pod_ours["automountServiceAccountToken"] is False
     env = container_env(ours, mine)
     grace = pod_ours["terminationGracePeriodSeconds"]
-    assert (
-        grace
-        >= mine["lifecycle"]["preStop"]["sleep"]["seconds"]
-        + float(env["DRAIN_SECONDS"])
-        + 5
-    )
+    assert grace >= mine["lifecycle"]["preStop"]["sleep"]["seconds"] + float(env["DRAIN_SECONDS"]) + 5
     service = one(ours, "Service", "threadline")["spec"]
     assert service["ports"][0]["targetPort"] == "http"
 
@@ -116,14 +105,9 @@ def test_production() -> None:
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 10)
     assert "replicas" not in one(docs, "Deployment")["spec"]
     pdb = one(docs, "PodDisruptionBudget")["spec"]
-    assert (
-        pdb["maxUnavailable"] == 1
-        and pdb["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-    )
+    assert pdb["maxUnavailable"] == 1 and pdb["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     chart = list(rendered(None))
-    assert hpa == one(chart, "HorizontalPodAutoscaler")["spec"] | {
-        "scaleTargetRef": hpa["scaleTargetRef"]
-    }
+    assert hpa == one(chart, "HorizontalPodAutoscaler")["spec"] | {"scaleTargetRef": hpa["scaleTargetRef"]}
     resources = service_container(docs)["resources"]
     assert resources["requests"] and resources["limits"]["memory"]
     assert not objects(docs, "Secret") and not objects(docs, "StatefulSet")
@@ -159,9 +143,7 @@ def test_kind() -> None:
     assert container["image"] == "threadline:dev"
     assert container["imagePullPolicy"] in ("Never", "IfNotPresent")
     service = one(docs, "Service", "threadline")["spec"]
-    chart_service = one(list(rendered("kind-values.yaml")), "Service", "t-threadline")[
-        "spec"
-    ]
+    chart_service = one(list(rendered("kind-values.yaml")), "Service", "t-threadline")["spec"]
     assert service["type"] == chart_service["type"] == "NodePort"
     assert service["ports"][0]["nodePort"] == chart_service["ports"][0]["nodePort"]
     env = container_env(docs, container)
@@ -169,25 +151,14 @@ def test_kind() -> None:
     assert one(docs, "Deployment")["spec"]["replicas"] == 3
     sts = one(docs, "StatefulSet")
     (redis,) = sts["spec"]["template"]["spec"]["containers"]
-    assert (
-        "--appendonly yes" in redis["args"][0] and "--databases 16" in redis["args"][0]
-    )
+    assert "--appendonly yes" in redis["args"][0] and "--databases 16" in redis["args"][0]
     # the service and Redis read the same password
     (svc_secret,) = [
         s
         for s in objects(docs, "Secret")
         if s["metadata"]["name"].startswith("threadline-") and "API_KEYS" in s["data"]
     ]
-    (redis_secret,) = [
-        s for s in objects(docs, "Secret") if "redis-password" in s["data"]
-    ]
-    assert (
-        svc_secret["data"]["REDIS_PASSWORD"] == redis_secret["data"]["redis-password"]
-    )
-    assert (
-        env["REDIS_PASSWORD"]["secretKeyRef"]["name"] == svc_secret["metadata"]["name"]
-    )
-    assert (
-        redis["env"][0]["valueFrom"]["secretKeyRef"]["name"]
-        == redis_secret["metadata"]["name"]
-    )
+    (redis_secret,) = [s for s in objects(docs, "Secret") if "redis-password" in s["data"]]
+    assert svc_secret["data"]["REDIS_PASSWORD"] == redis_secret["data"]["redis-password"]
+    assert env["REDIS_PASSWORD"]["secretKeyRef"]["name"] == svc_secret["metadata"]["name"]
+    assert redis["env"][0]["valueFrom"]["secretKeyRef"]["name"] == redis_secret["metadata"]["name"]

@@ -21,9 +21,7 @@ def test_ci_values_files_cover_the_configurations() -> None:
         assert wanted in names
 
 
-@pytest.mark.parametrize(
-    "values", [None, *CI_VALUES], ids=lambda p: p.name if p else "defaults"
-)
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda p: p.name if p else "defaults")
 def test_lint_strict(values) -> None:
     args = ["lint", "--strict", str(CHART)]
     if values:
@@ -105,8 +103,5 @@ def test_single_replica_sqlite_renders() -> None:
         ]
     )
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    mounts = {
-        m["mountPath"]
-        for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-    }
+    mounts = {m["mountPath"] for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert mounts == {"/tmp", "/data"}

@@ -16,6 +16,7 @@ import redis
 import yaml
 from conftest import helm_template, one, run, tool
 from redis.connection import parse_url
+
 from servers import RedisServer
 
 pytestmark = pytest.mark.chart
@@ -52,15 +53,11 @@ def eso_url_templates(host: str, port: int) -> dict[str, str]:
     return {name: data[name] for name in DBS}
 
 
-def evaluate(
-    tmp_path: Path, templates: dict[str, str], password: str
-) -> dict[str, str]:
+def evaluate(tmp_path: Path, templates: dict[str, str], password: str) -> dict[str, str]:
     """Evaluate ESO template strings with helm's engine, ``.redisPassword`` = ``password``."""
     chart = tmp_path / "eso-eval"
     (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: eso-eval\nversion: 0.0.1\n"
-    )
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: eso-eval\nversion: 0.0.1\n")
     (chart / "values.yaml").write_text(yaml.safe_dump({"redisPassword": password}))
     body = []
     for name, template in templates.items():
@@ -69,9 +66,7 @@ def evaluate(
             f'{{{{- define "eso.{name}" }}}}{{{{- with .Values }}}}{template}{{{{- end }}}}{{{{- end }}}}'
         )
     body.append("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:")
-    body += [
-        f'  {name}: {{{{ include "eso.{name}" . | toJson }}}}' for name in templates
-    ]
+    body += [f'  {name}: {{{{ include "eso.{name}" . | toJson }}}}' for name in templates]
     (chart / "templates" / "out.yaml").write_text("\n".join(body) + "\n")
     out = run(tool("helm"), "template", "x", str(chart)).stdout
     (doc,) = [d for d in yaml.safe_load_all(out) if d]
@@ -82,8 +77,7 @@ def test_template_comes_from_the_chart() -> None:
     templates = eso_url_templates("redis.example", 6380)
     for name, db in DBS.items():
         assert templates[name] == (
-            'redis://:{{ .redisPassword | urlquery | replace "+" "%20" }}@redis.example:6380/'
-            + str(db)
+            'redis://:{{ .redisPassword | urlquery | replace "+" "%20" }}@redis.example:6380/' + str(db)
         )
 
 
@@ -111,19 +105,13 @@ def test_password_round_trip(tmp_path: Path, password: str) -> None:
 def test_without_replace_a_space_breaks(tmp_path: Path) -> None:
     """Why the chart follows urlquery with replace: urlquery alone turns a space into "+",
     which redis-py keeps as a literal "+" (it decodes userinfo with unquote)."""
-    templates = {
-        "REDIS_URL": "redis://:{{ .redisPassword | urlquery }}@127.0.0.1:6379/0"
-    }
+    templates = {"REDIS_URL": "redis://:{{ .redisPassword | urlquery }}@127.0.0.1:6379/0"}
     url = evaluate(tmp_path, templates, "a b")["REDIS_URL"]
     assert parse_url(url)["password"] == "a+b"
 
 
-@pytest.mark.parametrize(
-    "password", ["Du0PmDvmqDWqDTgfGnmi6/SKyuQydi3z7cPTgEQoE+s=", "a b@c#d"]
-)
-def test_redis_password_env_path(
-    monkeypatch: pytest.MonkeyPatch, password: str
-) -> None:
+@pytest.mark.parametrize("password", ["Du0PmDvmqDWqDTgfGnmi6/SKyuQydi3z7cPTgEQoE+s=", "a b@c#d"])
+def test_redis_password_env_path(monkeypatch: pytest.MonkeyPatch, password: str) -> None:
     """The simpler path: passwordless URLs from the ConfigMap plus raw REDIS_PASSWORD; the
     service's settings put the password in, encoded, on the right db."""
     from threadline.config import CheckpointSettings, SessionSettings

@@ -32,7 +32,10 @@ FIXED_REPLICAS = {
 }
 # ci files whose Redis is not the default redis:6379
 REDIS_PORTS = {"external-secrets-values.yaml": 6378}
-ids = lambda name: name or "defaults"
+
+
+def ids(name: str | None) -> str:
+    return name or "defaults"
 
 
 def validate(doc: Obj) -> None:
@@ -70,9 +73,7 @@ def check_crd(doc: Obj) -> None:
         assert doc["apiVersion"] == "monitoring.coreos.com/v1"
         (endpoint,) = spec["endpoints"]
         assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
-        assert (
-            spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
-        )
+        assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
     elif kind == "PrometheusRule":
         assert doc["apiVersion"] == "monitoring.coreos.com/v1"
         rules = {r["alert"]: r for g in spec["groups"] for r in g["rules"]}
@@ -116,10 +117,7 @@ def test_service_wiring(config: str | None) -> None:
         assert name in env, name
     assert env["REPLICA_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     if backend == "postgres":
-        assert (
-            env["CHECKPOINT_POSTGRES_URL"]["secretKeyRef"]["key"]
-            == "CHECKPOINT_POSTGRES_URL"
-        )
+        assert env["CHECKPOINT_POSTGRES_URL"]["secretKeyRef"]["key"] == "CHECKPOINT_POSTGRES_URL"
     for name, db in (("REDIS_URL", 0), ("CHECKPOINT_REDIS_URL", 1)):
         value = env[name]
         if isinstance(value, str):
@@ -230,19 +228,13 @@ def test_security_context(config: str | None) -> None:
 def test_network_policy(config: str | None) -> None:
     docs = rendered(config)
     env = container_env(docs, service_container(docs))
-    policy = [
-        p
-        for p in objects(docs, "NetworkPolicy")
-        if p["metadata"]["name"] == "t-threadline"
-    ]
+    policy = [p for p in objects(docs, "NetworkPolicy") if p["metadata"]["name"] == "t-threadline"]
     (policy,) = policy
     spec = policy["spec"]
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
     (ingress,) = spec["ingress"]
     assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
-    ports = {
-        (p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"]
-    }
+    ports = {(p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"]}
     wanted = {(53, "UDP"), (53, "TCP"), (REDIS_PORTS.get(config, 6379), "TCP")}
     if env["CHECKPOINT_BACKEND"] == "postgres":
         wanted.add((5432, "TCP"))
@@ -256,17 +248,13 @@ def test_no_default_password_rendered() -> None:
     docs = rendered(None)
     for secret in objects(docs, "Secret"):
         data = dict(secret.get("stringData", {}))
-        data.update(
-            {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
-        )
+        data.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
         assert "REDIS_PASSWORD" not in data
         assert not any("redis://" in v and "@" in v for v in data.values())
     first = helm_template(CI_VALUES[0].parent / "inchart-redis-values.yaml")
     second = helm_template(CI_VALUES[0].parent / "inchart-redis-values.yaml")
     passwords = [
-        base64.b64decode(
-            one(docs_, "Secret", "t-threadline-redis")["data"]["redis-password"]
-        )
+        base64.b64decode(one(docs_, "Secret", "t-threadline-redis")["data"]["redis-password"])
         for docs_ in (first, second)
     ]
     assert passwords[0] != passwords[1], "a generated password, not a default"
@@ -278,19 +266,12 @@ def test_test_key_hash_matches_its_secret() -> None:
     import hashlib
 
     docs = rendered(None)
-    key = base64.b64decode(
-        one(docs, "Secret", "t-threadline-test")["data"]["THREADLINE_API_KEY"]
-    )
+    key = base64.b64decode(one(docs, "Secret", "t-threadline-test")["data"]["THREADLINE_API_KEY"])
     env = container_env(docs, service_container(docs))
-    assert (
-        env["API_KEYS"]
-        == f"$(THREADLINE_USER_API_KEYS),helm-test:{hashlib.sha256(key).hexdigest()}"
-    )
+    assert env["API_KEYS"] == f"$(THREADLINE_USER_API_KEYS),helm-test:{hashlib.sha256(key).hexdigest()}"
     assert env["THREADLINE_USER_API_KEYS"]["secretKeyRef"]["key"] == "API_KEYS"
     names = [e["name"] for e in service_container(docs)["env"]]
-    assert names.index("THREADLINE_USER_API_KEYS") < names.index("API_KEYS"), (
-        "$(VAR) needs order"
-    )
+    assert names.index("THREADLINE_USER_API_KEYS") < names.index("API_KEYS"), "$(VAR) needs order"
     pod = one(docs, "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     (smoke,) = pod["spec"]["containers"]
@@ -301,13 +282,9 @@ def test_test_key_hash_matches_its_secret() -> None:
 def test_tests_disabled_renders_no_key() -> None:
     docs = rendered("existing-secret-values.yaml")
     assert not objects(docs, "Pod")
-    assert "t-threadline-test" not in {
-        s["metadata"]["name"] for s in objects(docs, "Secret")
-    }
+    assert "t-threadline-test" not in {s["metadata"]["name"] for s in objects(docs, "Secret")}
     env = container_env(docs, service_container(docs))
-    assert env["API_KEYS"] == {
-        "secretKeyRef": {"name": "threadline-secrets", "key": "API_KEYS"}
-    }
+    assert env["API_KEYS"] == {"secretKeyRef": {"name": "threadline-secrets", "key": "API_KEYS"}}
 
 
 def test_inchart_redis() -> None:
@@ -321,12 +298,7 @@ def test_inchart_redis() -> None:
         "name": "t-threadline-redis",
         "key": "redis-password",
     }
-    assert (
-        sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"][
-            "storage"
-        ]
-        == "2Gi"
-    )
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
     cm = one(docs, "ConfigMap")["data"]
     assert cm["REDIS_URL"] == "redis://t-threadline-redis:6379/0"
     assert cm["CHECKPOINT_REDIS_URL"] == "redis://t-threadline-redis:6379/1"
@@ -335,9 +307,7 @@ def test_inchart_redis() -> None:
         "name": "t-threadline-redis",
         "key": "redis-password",
     }
-    assert (
-        one(docs, "Service", "t-threadline-redis")["spec"]["ports"][0]["port"] == 6379
-    )
+    assert one(docs, "Service", "t-threadline-redis")["spec"]["ports"][0]["port"] == 6379
 
 
 def test_kind_values() -> None:
@@ -357,14 +327,9 @@ def test_monitoring_selects_the_service() -> None:
     docs = rendered("monitoring-ingress-values.yaml")
     monitor = one(docs, "ServiceMonitor")
     service = one(docs, "Service", "t-threadline")
-    assert (
-        monitor["spec"]["selector"]["matchLabels"].items()
-        <= service["metadata"]["labels"].items()
-    )
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["name"] == "http"
     ingress = one(docs, "Ingress")
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "t-threadline", "port": {"name": "http"}}
-    assert not objects(rendered(None), "ServiceMonitor") and not objects(
-        rendered(None), "PrometheusRule"
-    )
+    assert not objects(rendered(None), "ServiceMonitor") and not objects(rendered(None), "PrometheusRule")

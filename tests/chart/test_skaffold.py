@@ -65,10 +65,7 @@ def test_profile_builds_and_renders(profile: str | None) -> None:
         assert container["image"] == "placeholder:placeholder"
     for forward in config["portForward"]:
         services = [
-            d
-            for d in docs
-            if d["kind"] == "Service"
-            and d["metadata"]["name"] == forward["resourceName"]
+            d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == forward["resourceName"]
         ]
         assert services, forward
         assert forward["port"] in [p["port"] for p in services[0]["spec"]["ports"]]

@@ -1,0 +1,65 @@
+"""The kind suite's assets, checked where the suite itself cannot run (no Docker, no kind):
+the e2e tests collect, the scripts parse (bash -n, and shellcheck where installed), the kind
+config and the GitHub workflow are valid YAML that agree with the chart's kind values."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = [ROOT / "scripts/kind-up.sh", ROOT / "scripts/kind-down.sh"]
+KIND_CONFIG = ROOT / "tests/e2e/kind-config.yaml"
+WORKFLOW = ROOT / ".github/workflows/kind-e2e.yml"
+KIND_VALUES = ROOT / "charts/threadline/ci/kind-values.yaml"
+
+
+def test_e2e_tests_collect() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "e2e", "-p", "no:cacheprovider",
+         str(ROOT / "tests/e2e")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "test_kind_chaos.py::test_force_deleted_pods_keep_every_conversation" in result.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_parse(script: Path) -> None:
+    assert script.stat().st_mode & 0o111, f"{script} is not executable"
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
+        assert lint.returncode == 0, lint.stdout
+
+
+def test_kind_config_maps_the_node_port_to_loopback() -> None:
+    config = yaml.safe_load(KIND_CONFIG.read_text())
+    assert config["kind"] == "Cluster" and config["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    mappings = [m for node in config["nodes"] for m in node.get("extraPortMappings", [])]
+    assert mappings and all(m["listenAddress"] == "127.0.0.1" for m in mappings)
+    from e2e.test_kind_chaos import CLUSTER, NODE_PORT
+
+    assert config["name"] == CLUSTER
+    assert {"containerPort": NODE_PORT, "hostPort": NODE_PORT}.items() <= mappings[0].items()
+    if KIND_VALUES.exists():  # the chart's kind values expose that same NodePort
+        service = yaml.safe_load(KIND_VALUES.read_text())["service"]
+        assert service["type"] == "NodePort" and service["nodePort"] == NODE_PORT
+
+
+def test_workflow_runs_make_kind_test_with_kind() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert "pull_request" in triggers
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    assert any(str(step.get("uses", "")).startswith("helm/kind-action@") for step in steps)
+    assert any("make kind-test" in str(step.get("run", "")) for step in steps)
+    assert all(job.get("timeout-minutes") for job in workflow["jobs"].values())
