@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import anyio
 import redis.asyncio as aioredis
 
 from threadline import metrics
@@ -130,18 +129,18 @@ class RedisTurnLease:
             yield held
         finally:
             renewer.cancel()
-            # The body may be ending because it was cancelled (client gone): release anyway,
-            # shielded and bounded, or the next turn waits for the lease to expire.
-            # Bounded by the lease's lifetime: past it, the lease has expired anyway.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self._lease_ms / 1000):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewer
-                try:
-                    await self._release(keys=[lease_key(thread_id)], args=[token])
-                except Exception as exc:  # the lease expires by itself; a log line is enough
-                    log.warning(
-                        "lease release failed", extra={"thread_id": thread_id, "error": type(exc).__name__}
-                    )
+            # The body may be ending because it was cancelled (client gone): release anyway, in
+            # a task of its own that the cancellation cannot reach, or the next turn waits for
+            # the lease to expire.
+            await asyncio.shield(asyncio.ensure_future(self._release_quietly(held)))
+
+    async def _release_quietly(self, held: HeldLease) -> None:
+        try:
+            await self._release(keys=[lease_key(held.thread_id)], args=[held.token])
+        except Exception as exc:  # the lease expires by itself; a log line is enough
+            log.warning(
+                "lease release failed", extra={"thread_id": held.thread_id, "error": type(exc).__name__}
+            )
 
     async def _keep_renewed(self, held: HeldLease) -> None:
         interval = self._lease_ms / 3000

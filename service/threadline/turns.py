@@ -77,6 +77,25 @@ def _turn_of(messages: list[BaseMessage], index: int) -> int:
     return sum(isinstance(m, HumanMessage) for m in messages[: index + 1])
 
 
+def _stored_result(
+    thread_id: str, messages: list[BaseMessage], message_id: str, content: str
+) -> TurnResult | None:
+    """The turn of ``message_id`` if the thread holds it with its reply, else None.
+
+    Raises:
+        IdempotencyConflict: the id was used with different content.
+    """
+    for i, message in enumerate(messages):
+        if message.id == message_id:
+            if message.content != content:
+                raise IdempotencyConflict(message_id)
+            if i + 1 < len(messages):
+                reply = messages[i + 1]
+                return TurnResult(thread_id, _turn_of(messages, i), str(reply.id), str(reply.content))
+            return None
+    return None
+
+
 def _config(thread_id: str, fencing_token: str | None = None) -> dict[str, Any]:
     configurable: dict[str, Any] = {"thread_id": thread_id}
     if fencing_token is not None:
@@ -196,40 +215,33 @@ class Conversations:
             async with self.lease.hold(thread_id) as held:
                 config = _config(thread_id, held.token)
                 state = await self._owned_state(thread_id, principal, held.token)
-                messages: list[BaseMessage] = state.values.get("messages", [])
-
-                for i, message in enumerate(messages):
-                    if message.id != message_id:
-                        continue
-                    if message.content != content:
-                        raise IdempotencyConflict(message_id)
-                    if i + 1 < len(messages):
-                        outcome = "stored"
-                        reply = messages[i + 1]
-                        yield TurnResult(thread_id, _turn_of(messages, i), str(reply.id), str(reply.content))
-                        return
-                    break
-
-                pending = messages[-1] if messages and isinstance(messages[-1], HumanMessage) else None
-                if pending is not None and pending.id != message_id:
-                    # An interrupted turn of an earlier message: finish it first, so human and
-                    # AI messages keep alternating.
-                    log.info("finishing interrupted turn", extra={"thread_id": thread_id})
-                    async for _ in self._stream_graph(config, pending, held, tokens=False):
+                if state.tasks:
+                    # A run that did not finish: its replica died or lost its lease, or the store
+                    # failed between a step's writes and the checkpoint that commits them.
+                    # Finish it first (LangGraph reuses the writes that were saved and runs only
+                    # what is missing), so nobody is answered from uncommitted state.
+                    log.info("finishing interrupted run", extra={"thread_id": thread_id})
+                    async for _ in self._stream_graph(config, None, held, tokens=False):
                         pass
+                    state = await self._owned_state(thread_id, principal, held.token)
 
-                human = HumanMessage(content=content, id=message_id)
-                final: dict[str, Any] = {}
-                async for item in self._stream_graph(config, human, held, tokens):
-                    if isinstance(item, str):
-                        yield item
-                    else:
-                        final = item
-                messages = final["messages"]
-                index = next(i for i, m in enumerate(messages) if m.id == message_id)
-                reply = messages[index + 1]
-                outcome = "ok"
-                yield TurnResult(thread_id, _turn_of(messages, index), str(reply.id), str(reply.content))
+                result = _stored_result(thread_id, state.values.get("messages", []), message_id, content)
+                if result is not None:
+                    outcome = "stored"
+                else:
+                    final: dict[str, Any] = {}
+                    human = HumanMessage(content=content, id=message_id)
+                    async for item in self._stream_graph(config, {"messages": [human]}, held, tokens):
+                        if isinstance(item, str):
+                            yield item
+                        else:
+                            final = item
+                    result = _stored_result(thread_id, final["messages"], message_id, content)
+                    outcome = "ok"
+            # Answer once the lease is released: a client that hangs up as soon as it has the
+            # reply must not leave the lease held until it expires.
+            assert result is not None, "the graph run stored no reply"
+            yield result
         except FencedError:
             outcome = "fenced"
             metrics.LEASE_LOST.inc()
@@ -245,13 +257,13 @@ class Conversations:
             log.info("turn", extra={"thread_id": thread_id, "outcome": outcome})
 
     async def _stream_graph(
-        self, config: dict[str, Any], human: HumanMessage, held: HeldLease, tokens: bool
+        self, config: dict[str, Any], graph_input: dict[str, Any] | None, held: HeldLease, tokens: bool
     ) -> AsyncIterator[str | dict]:
-        """Run the graph for ``human``; yield token strings (if ``tokens``), then the final
-        state values."""
+        """Run the graph (``graph_input`` None resumes an unfinished run); yield token strings
+        (if ``tokens``), then the final state values."""
         final: dict[str, Any] = {}
         modes = ["messages", "values"] if tokens else ["values"]
-        async for mode, data in self.graph.astream({"messages": [human]}, config, stream_mode=modes):
+        async for mode, data in self.graph.astream(graph_input, config, stream_mode=modes):
             if held.lost.is_set():
                 raise LeaseLost(config["configurable"]["thread_id"])
             if mode == "values":

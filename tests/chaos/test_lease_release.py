@@ -45,11 +45,6 @@ def cluster() -> Iterator[LocalCluster]:
         redis.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="defect reported to the lead: the turn lease is released after `done` is sent; a "
-    "client that disconnects on `done` can leave it held until it expires",
-)
 @pytest.mark.timeout(180)
 async def test_next_message_finds_the_lease_free(cluster: LocalCluster) -> None:
     config = DriverConfig(conversations=2, turns=40, api_key=cluster.api_key, header_timeout=5.0)

@@ -33,11 +33,6 @@ class CrashBeforeCommit(InMemorySaver):
         return await super().aput(config, checkpoint, metadata, new_versions)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect reported to the lead: turns.py answers a retry from aget_state values, which "
-    "include uncommitted pending writes; the next turn then drops that reply",
-)
 async def test_a_reply_served_to_a_retry_is_kept_by_the_next_turn() -> None:
     from threadline.agent.builtin import BuiltinChatModel
     from threadline.agent.graph import build_graph
