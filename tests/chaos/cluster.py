@@ -10,6 +10,7 @@ endpoints, which lag the pods).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import os
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -181,4 +183,19 @@ class LocalCluster:
                 replica.kill()
 
 
-__all__ = ["IMAGE", "LocalCluster", "ProcessReplica", "free_port", "image_unavailable"]
+@contextlib.contextmanager
+def running_cluster(
+    replicas: int, env: dict[str, str], appendfsync: str = "always"
+) -> Iterator[LocalCluster]:
+    """A Redis of its own (AOF) and ``replicas`` replicas on it; everything stopped after."""
+    redis = RedisServer(appendfsync=appendfsync).start()
+    cluster = LocalCluster(redis, replicas=replicas, env=env)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+        redis.close()
+
+
+__all__ = ["IMAGE", "LocalCluster", "ProcessReplica", "free_port", "image_unavailable", "running_cluster"]

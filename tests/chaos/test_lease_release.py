@@ -14,10 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from chaos.cluster import LocalCluster
+from chaos.cluster import LocalCluster, running_cluster
 from chaos.driver import Driver, DriverConfig
-
-from servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -27,22 +25,16 @@ LEASE_WAIT_SECONDS = 1.0
 
 @pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
-    redis = RedisServer().start()
-    local = LocalCluster(
-        redis,
-        replicas=2,
-        env={
+    with running_cluster(
+        2,
+        {
             "MODEL_TOKEN_DELAY_MS": "2",
             "TURN_LEASE_SECONDS": str(LEASE_SECONDS),
             "TURN_LEASE_WAIT_SECONDS": str(LEASE_WAIT_SECONDS),
         },
-    )
-    try:
-        local.start()
-        yield local
-    finally:
-        local.close()
-        redis.close()
+        appendfsync="everysec",
+    ) as cluster:
+        yield cluster
 
 
 @pytest.mark.timeout(180)

@@ -31,11 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import LocalCluster, image_unavailable
+from chaos.cluster import LocalCluster, image_unavailable, running_cluster
 from chaos.driver import Driver, DriverConfig, Verdict, recovery_cause
 from chaos.monkey import Monkey, make_plan
-
-from servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -91,14 +89,8 @@ def append(path: Path, text: str) -> None:
 def cluster() -> Iterator[LocalCluster]:
     if os.environ.get("CHAOS_FROM_IMAGE") == "1" and (reason := image_unavailable()):
         pytest.skip(reason)
-    redis = RedisServer(appendfsync="always").start()
-    local = LocalCluster(redis, replicas=3, env=REPLICA_ENV)
-    try:
-        local.start()
-        yield local
-    finally:
-        local.close()
-        redis.close()
+    with running_cluster(3, REPLICA_ENV) as cluster:
+        yield cluster
 
 
 def fenced_writes(cluster: LocalCluster) -> int:

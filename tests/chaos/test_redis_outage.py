@@ -16,10 +16,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from chaos.cluster import LocalCluster
+from chaos.cluster import LocalCluster, running_cluster
 from chaos.driver import Driver, DriverConfig
-
-from servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 
@@ -42,23 +40,16 @@ class Probe:
 
 @pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
-    redis = RedisServer(appendfsync="always").start()
-    local = LocalCluster(
-        redis,
-        replicas=2,
-        env={
+    with running_cluster(
+        2,
+        {
             "MODEL_TOKEN_DELAY_MS": "20",
             "TURN_LEASE_SECONDS": "1",
             "TURN_LEASE_WAIT_SECONDS": "4",
             "SSE_KEEPALIVE_SECONDS": "0.5",
         },
-    )
-    try:
-        local.start()
-        yield local
-    finally:
-        local.close()
-        redis.close()
+    ) as cluster:
+        yield cluster
 
 
 async def probe(client: httpx.AsyncClient, kind: str, url: str, **kwargs) -> Probe:

@@ -16,10 +16,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from chaos.cluster import LocalCluster
+from chaos.cluster import LocalCluster, running_cluster
 from chaos.driver import Driver, DriverConfig, expected_reply, judge_thread
-
-from servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -28,14 +26,8 @@ TURNS = 4
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    redis = RedisServer(appendfsync="always").start()
-    local = LocalCluster(redis, replicas=1, env={"MODEL_TOKEN_DELAY_MS": "0"})
-    try:
-        local.start()
-        yield local
-    finally:
-        local.close()
-        redis.close()
+    with running_cluster(1, {"MODEL_TOKEN_DELAY_MS": "0"}) as cluster:
+        yield cluster
 
 
 @pytest.fixture
