@@ -28,8 +28,14 @@ class ConfigError(ValueError):
     """A setting is missing or invalid; the message names the environment variable."""
 
 
-class _RedactedRepr(BaseSettings):
-    """``repr()`` (and so any log line of a settings object) without passwords."""
+class _Group(BaseSettings):
+    """The base of every settings group: ``repr()`` (so any log line of one) without passwords.
+
+    Fields read from an aliased variable (``REDIS_URL`` …) also take their field name as a
+    keyword (``populate_by_name``), so ``load(SessionSettings, redis_url=…)`` is not ignored.
+    """
+
+    model_config = SettingsConfigDict(populate_by_name=True)
 
     def __repr_args__(self):  # type: ignore[no-untyped-def]
         for name, value in super().__repr_args__():
@@ -42,7 +48,7 @@ class _RedactedRepr(BaseSettings):
             yield name, value
 
 
-class CheckpointSettings(_RedactedRepr):
+class CheckpointSettings(_Group):
     """Where conversation state lives (``CHECKPOINT_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="CHECKPOINT_", extra="ignore")
@@ -92,7 +98,7 @@ class CheckpointSettings(_RedactedRepr):
         return self
 
 
-class SessionSettings(_RedactedRepr):
+class SessionSettings(_Group):
     """Auth sessions (``SESSION_*``, ``REDIS_URL``, ``API_KEYS``)."""
 
     model_config = SettingsConfigDict(env_prefix="SESSION_", extra="ignore")
@@ -134,7 +140,7 @@ class SessionSettings(_RedactedRepr):
         return hashes
 
 
-class TurnSettings(BaseSettings):
+class TurnSettings(_Group):
     """One turn at a time per thread (``TURN_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="TURN_", extra="ignore")
@@ -143,7 +149,7 @@ class TurnSettings(BaseSettings):
     lease_wait_seconds: float = Field(default=5.0, ge=0)
 
 
-class ModelSettings(BaseSettings):
+class ModelSettings(_Group):
     """The chat model (``MODEL``, ``MODEL_TOKEN_DELAY_MS``)."""
 
     model_config = SettingsConfigDict(env_prefix="MODEL_", extra="ignore")
@@ -159,7 +165,7 @@ class ModelSettings(BaseSettings):
         return value
 
 
-class ServerSettings(BaseSettings):
+class ServerSettings(_Group):
     """HTTP serving, limits and drain."""
 
     model_config = SettingsConfigDict(extra="ignore")
@@ -207,16 +213,8 @@ def load(group: type[S], **overrides: object) -> S:
     Raises:
         ConfigError: naming the variable; the offending value is never repeated.
     """
-    # A field read from an aliased variable (REDIS_URL, REDIS_PASSWORD …) accepts only the
-    # alias as a keyword; without this, `load(SessionSettings, redis_url=…)` is silently ignored.
-    kwargs = {}
-    for name, value in overrides.items():
-        alias = group.model_fields[name].validation_alias if name in group.model_fields else None
-        if isinstance(alias, AliasChoices):
-            name = str(alias.choices[0])
-        kwargs[name] = value
     try:
-        return group(**kwargs)
+        return group(**overrides)
     except ValidationError as exc:
         problems = []
         for error in exc.errors(include_input=False, include_url=False):
