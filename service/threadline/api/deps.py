@@ -1,4 +1,8 @@
-"""Dependencies shared by the routers, as ``Annotated`` aliases."""
+"""Dependencies shared by the routers, as ``Annotated`` aliases.
+
+All are ``async def``, even those that never await: FastAPI runs a plain ``def`` dependency in
+a worker thread, a hop per dependency per request.
+"""
 
 from __future__ import annotations
 
@@ -16,14 +20,14 @@ from threadline.turns import Conversations
 THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_conversations(runtime: RuntimeDep) -> Conversations:
+async def get_conversations(runtime: RuntimeDep) -> Conversations:
     if runtime.draining:
         raise unavailable("this replica is draining; retry")
     if runtime.conversations is None:
@@ -31,7 +35,7 @@ def get_conversations(runtime: RuntimeDep) -> Conversations:
     return runtime.conversations
 
 
-def get_sessions(runtime: RuntimeDep) -> SessionStore:
+async def get_sessions(runtime: RuntimeDep) -> SessionStore:
     if runtime.stores is None:
         raise unavailable("the session store is not reachable yet; retry shortly")
     return runtime.stores.sessions
@@ -50,7 +54,7 @@ async def get_principal(
     if x_api_key:
         principal = runtime.api_keys.principal(x_api_key)
     elif authorization and authorization[:7].lower() == "bearer ":
-        principal = await get_sessions(runtime).principal(authorization[7:].strip())
+        principal = await (await get_sessions(runtime)).principal(authorization[7:].strip())
     else:
         raise ApiError(
             401,
@@ -68,7 +72,7 @@ async def get_principal(
 Principal = Annotated[str, Depends(get_principal)]
 
 
-def get_thread_id(thread_id: Annotated[str, Path()]) -> str:
+async def get_thread_id(thread_id: Annotated[str, Path()]) -> str:
     if not THREAD_ID.fullmatch(thread_id):
         raise ApiError(400, "invalid_thread_id", "thread ids are 1-64 characters of A-Z a-z 0-9 _ -")
     return thread_id
