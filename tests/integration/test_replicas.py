@@ -113,14 +113,20 @@ def _wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_paused_replica_cannot_write_after_losing_its_lease(redis_server, start_replica):
+def _mid_turn_on_a(redis_server, start_replica, content: str, message_id: str):
+    """Replicas a and b (slow tokens, 1 s lease) and a thread whose first turn is done and
+    whose second is streaming on a. Returns (a, b, thread, worker, result)."""
     a = start_replica(redis_env(redis_server, **SLOW), "a")
     b = start_replica(redis_env(redis_server, **SLOW), "b")
     thread = Client(a.url).new_thread()
-    Client(a.url).say(thread, "before the pause")
-
-    worker, result = _stream_in_background(a.url, thread, "during the pause", "fenced-1")
+    Client(a.url).say(thread, "first")
+    worker, result = _stream_in_background(a.url, thread, content, message_id)
     _wait_for(lambda: metric(a.url, "threadline_active_streams") == 1, what="a streaming")
+    return a, b, thread, worker, result
+
+
+def test_paused_replica_cannot_write_after_losing_its_lease(redis_server, start_replica):
+    a, b, thread, worker, result = _mid_turn_on_a(redis_server, start_replica, "during the pause", "fenced-1")
     a.signal(signal.SIGSTOP)
     try:
         time.sleep(1.5)  # past a's 1 s lease
@@ -139,12 +145,7 @@ def test_paused_replica_cannot_write_after_losing_its_lease(redis_server, start_
 
 
 def test_killed_mid_turn_then_retried_elsewhere_completes_once(redis_server, start_replica):
-    a = start_replica(redis_env(redis_server, **SLOW), "a")
-    b = start_replica(redis_env(redis_server, **SLOW), "b")
-    thread = Client(a.url).new_thread()
-    Client(a.url).say(thread, "first")
-    worker, _ = _stream_in_background(a.url, thread, "second", "killed-1")
-    _wait_for(lambda: metric(a.url, "threadline_active_streams") == 1, what="a streaming")
+    a, b, thread, worker, _ = _mid_turn_on_a(redis_server, start_replica, "second", "killed-1")
     time.sleep(0.3)  # a few tokens in
     a.kill()
     worker.join(timeout=10)
@@ -300,12 +301,7 @@ def test_unique_message_ids_are_generated_when_absent(redis_server, start_replic
 
 
 def test_interrupted_turn_is_finished_before_the_next_message(redis_server, start_replica):
-    a = start_replica(redis_env(redis_server, **SLOW), "a")
-    b = start_replica(redis_env(redis_server, **SLOW), "b")
-    thread = Client(a.url).new_thread()
-    Client(a.url).say(thread, "first")
-    worker, _ = _stream_in_background(a.url, thread, "abandoned", "gave-up-1")
-    _wait_for(lambda: metric(a.url, "threadline_active_streams") == 1, what="a streaming")
+    a, b, thread, worker, _ = _mid_turn_on_a(redis_server, start_replica, "abandoned", "gave-up-1")
     a.kill()
     worker.join(timeout=10)
     assert Client(b.url).thread(thread)["pending"] is True
