@@ -1,11 +1,15 @@
 """Conversations: threads owned by principals, and one turn at a time per thread.
 
-A turn is: lease → idempotency check → graph run (streamed) → reply. The client's message id
-is the idempotency key:
+A turn is: owner check → lease → finish the thread's unfinished run, if any → idempotency
+check → graph run (tokens streamed) → lease released → reply. The client's message id is the
+idempotency key:
 
 * the thread holds that message and its reply → the stored reply is returned;
 * it holds the message but no reply (the replica serving it died) → the turn is finished;
 * otherwise a new turn runs.
+
+Nothing is answered from uncommitted state: a run whose writes were saved but not committed
+by a checkpoint (store failure, lost lease) is resumed first (ADR 0002).
 
 Human messages keep the client's id and replies get ``<id>.reply``; LangGraph's
 ``add_messages`` merges by id, so even a turn that is run twice cannot add a second copy of
