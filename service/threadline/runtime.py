@@ -30,7 +30,6 @@ class Runtime:
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.draining = False
-        self.last_store_error: str | None = None
 
     async def connect(self, stack: AsyncExitStack) -> None:
         """Open the stores, retrying with back-off until they answer (or the app stops)."""
@@ -41,7 +40,6 @@ class Runtime:
                 stores = await Stores.open(self.settings, attempt)
             except STORE_ERRORS as exc:
                 await attempt.aclose()
-                self.last_store_error = type(exc).__name__
                 log.warning(
                     "stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay}
                 )
@@ -51,7 +49,6 @@ class Runtime:
             stack.push_async_callback(attempt.aclose)
             self.stores = stores
             self.conversations = Conversations(build_graph(self.model, stores.checkpointer), stores.lease)
-            self.last_store_error = None
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 

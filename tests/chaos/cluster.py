@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Protocol
 
 from chaos.driver import Endpoints
-
 from servers import RedisServer, ServiceProcess, free_port
 
 IMAGE = os.environ.get("CHAOS_IMAGE", "threadline:dev")

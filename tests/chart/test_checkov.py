@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CI_VALUES, OVERLAYS, REPO, helm, kubectl
+
+from chart.bundle import CI_VALUES, OVERLAYS, REPO, helm, kubectl
 
 pytestmark = pytest.mark.chart
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import (
+from test_render import check_crd, validate
+
+from chart.bundle import (
     OVERLAYS,
     REPO,
     Obj,
@@ -19,7 +21,6 @@ from conftest import (
     run,
     service_container,
 )
-from test_render import check_crd, validate
 
 pytestmark = pytest.mark.chart
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CHART, CI_VALUES, helm, helm_template
+
+from chart.bundle import CHART, CI_VALUES, helm, helm_template
 
 pytestmark = pytest.mark.chart
 

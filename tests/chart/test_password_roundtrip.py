@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
-from conftest import helm_template, one, run, tool
 from redis.connection import parse_url
 
+from chart.bundle import helm_template, one, run, tool
 from servers import RedisServer
 
 pytestmark = pytest.mark.chart

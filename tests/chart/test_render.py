@@ -7,7 +7,8 @@ import re
 
 import kubernetes_validate
 import pytest
-from conftest import (
+
+from chart.bundle import (
     CI_VALUES,
     CRD_KINDS,
     KUBE_VERSIONS,

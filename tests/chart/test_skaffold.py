@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, helm, kubectl, load_docs, service_container
+
+from chart.bundle import REPO, helm, kubectl, load_docs, service_container
 
 pytestmark = pytest.mark.chart
 

@@ -5,12 +5,11 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
 import pytest
 import yaml
-from conftest import CHART
+
+from chart.bundle import CHART
 
 pytestmark = pytest.mark.chart
 
@@ -81,14 +80,3 @@ def test_fail_messages_name_a_values_key() -> None:
     for message in messages:
         keys = re.findall(r"\b([a-z][A-Za-z]*\.[A-Za-z.]+[A-Za-z])", message)
         assert any(exists(k) for k in keys), f"fail without a values key: {message}"
-
-
-@pytest.mark.parametrize("script", ["build-image.sh", "image-test.sh", "install-tools.sh"])
-def test_bundle_scripts_parse(script: str) -> None:
-    path = CHART.parents[1] / "scripts" / script
-    assert path.stat().st_mode & 0o111, f"{path} is not executable"
-    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
-    if shutil.which("shellcheck"):
-        lint = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
-        assert lint.returncode == 0, lint.stdout

@@ -1,10 +1,10 @@
 """The kind suite's assets, checked where the suite itself cannot run (no Docker, no kind):
-the e2e tests collect, the scripts parse (bash -n, and shellcheck where installed), the kind
-config and the GitHub workflow are valid YAML that agree with the chart's kind values."""
+the e2e tests collect, and the kind config and the GitHub workflow are valid YAML that agree
+with the chart's kind values. Its scripts are checked with every other script in
+tests/unit/test_scripts.py."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +15,6 @@ import yaml
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = [ROOT / "scripts/kind-up.sh", ROOT / "scripts/kind-down.sh"]
 KIND_CONFIG = ROOT / "tests/e2e/kind-config.yaml"
 WORKFLOW = ROOT / ".github/workflows/kind-e2e.yml"
 KIND_VALUES = ROOT / "charts/threadline/ci/kind-values.yaml"
@@ -29,16 +28,6 @@ def test_e2e_tests_collect() -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "test_kind_chaos.py::test_force_deleted_pods_keep_every_conversation" in result.stdout
-
-
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_scripts_parse(script: Path) -> None:
-    assert script.stat().st_mode & 0o111, f"{script} is not executable"
-    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
-    if shutil.which("shellcheck"):
-        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
-        assert lint.returncode == 0, lint.stdout
 
 
 def test_kind_config_maps_the_node_port_to_loopback() -> None:

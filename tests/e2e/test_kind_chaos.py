@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+
 from chaos.driver import ChaosEvent, Driver, DriverConfig, Endpoints
 
 pytestmark = pytest.mark.e2e

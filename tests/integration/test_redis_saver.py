@@ -95,6 +95,13 @@ async def saver(redis_server: RedisServer) -> AsyncIterator[RedisCheckpointSaver
     await s.aclose()
 
 
+def take_lease(client: redis.Redis, tid: str) -> str:
+    """Take the thread's lease as the lease module does (fresh token from the fence counter)."""
+    token = str(client.incr(fence_counter_key(tid)))
+    client.set(lease_key(tid), token, px=10_000)
+    return token
+
+
 # --- conformance ------------------------------------------------------------------------------
 
 
@@ -152,8 +159,7 @@ async def test_ttl_on_every_key_and_refreshed_on_write(
     saver: RedisCheckpointSaver, sync_client: redis.Redis
 ) -> None:
     tid = new_thread()
-    sync_client.incr(fence_counter_key(tid))  # as the lease module does
-    sync_client.set(lease_key(tid), "1", px=10_000)
+    take_lease(sync_client, tid)
     cp1, _stored = await put(saver, tid, {"a": 1, "b": "x"}, fencing_token="1")
     await saver.aput_writes(cfg(tid, "", cp1["id"], fencing_token="1"), [("a", 2)], "task")
     await put(saver, tid, {"c": 1}, ns="child:1", fencing_token="1")
@@ -204,8 +210,7 @@ async def test_delete_thread_keeps_a_live_lease_and_the_fence_counter(
     saver: RedisCheckpointSaver, sync_client: redis.Redis
 ) -> None:
     tid = new_thread()
-    token = str(sync_client.incr(fence_counter_key(tid)))
-    sync_client.set(lease_key(tid), token, px=10_000)
+    token = take_lease(sync_client, tid)
     await put(saver, tid, {"a": 1}, fencing_token=token)
 
     await saver.adelete_thread(tid)
@@ -276,8 +281,7 @@ async def test_round_trip_budget(redis_server: RedisServer, sync_client: redis.R
         n, _ = await counted.trips(s.aput(cfg(tid, "", cp["id"]), cp2, {}, versions2))
         assert n == 1, "aput without blobs"
 
-        token = str(sync_client.incr(fence_counter_key(tid)))
-        sync_client.set(lease_key(tid), token, px=10_000)
+        token = take_lease(sync_client, tid)
         cp3, versions3 = checkpoint(s, {"messages": ["y"]}, cp)
         n, stored3 = await counted.trips(
             s.aput(cfg(tid, "", cp["id"], fencing_token=token), cp3, {}, versions3)
@@ -322,13 +326,11 @@ async def test_stale_token_is_fenced_and_writes_nothing(
     saver: RedisCheckpointSaver, sync_client: redis.Redis
 ) -> None:
     tid = new_thread()
-    old = str(sync_client.incr(fence_counter_key(tid)))
-    sync_client.set(lease_key(tid), old, px=10_000)
+    old = take_lease(sync_client, tid)
     cp1, _stored1 = await put(saver, tid, {"messages": ["one"], "n": 1}, fencing_token=old)
     await saver.aput_writes(cfg(tid, "", cp1["id"], fencing_token=old), [("n", 2)], "t1")
 
-    new = str(sync_client.incr(fence_counter_key(tid)))  # another turn took the lease
-    sync_client.set(lease_key(tid), new, px=10_000)
+    new = take_lease(sync_client, tid)  # another turn took the lease
     before = snapshot(sync_client, tid)
 
     stale = cfg(tid, "", cp1["id"], fencing_token=old)
@@ -389,8 +391,7 @@ async def test_fencing_token_flows_from_a_graph_run_to_every_write(
     spy = Spy(saver._client, ttl_seconds=TTL)
     graph = _graph(spy)
     tid = new_thread()
-    token = str(sync_client.incr(fence_counter_key(tid)))
-    sync_client.set(lease_key(tid), token, px=10_000)
+    token = take_lease(sync_client, tid)
     run = {"configurable": {"thread_id": tid, "fencing_token": token}}
 
     await graph.ainvoke({"messages": [("user", "hi")]}, run)
@@ -401,7 +402,7 @@ async def test_fencing_token_flows_from_a_graph_run_to_every_write(
     assert len(stored) == 3
     assert all("fencing_token" not in t.metadata for t in stored)
 
-    sync_client.set(lease_key(tid), str(sync_client.incr(fence_counter_key(tid))), px=10_000)
+    take_lease(sync_client, tid)
     with pytest.raises(FencedError):
         await graph.ainvoke({"messages": [("user", "again")]}, run)
     assert len([t async for t in saver.alist(cfg(tid))]) == 3

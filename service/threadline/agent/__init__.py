@@ -1,6 +1,6 @@
 """The conversation graph and the models behind it."""
 
-from threadline.agent.graph import build_graph, reply_id_for
+from threadline.agent.graph import build_graph
 from threadline.agent.models import make_model
 
-__all__ = ["build_graph", "make_model", "reply_id_for"]
+__all__ = ["build_graph", "make_model"]

@@ -1,4 +1,6 @@
-"""Shared helpers for the chart tests: the real helm and kubectl, rendering, object lookup.
+"""Shared helpers for the chart tests (a module, not a conftest, so they are imported by name
+and never confused with another directory's conftest): the real helm and kubectl, rendering,
+object lookup.
 
 The binaries come from ``scripts/install-tools.sh`` (``$REPO/.tools/bin``); when they are missing
 the session installs them once, so these tests fail rather than skip on a machine without them.
@@ -14,7 +16,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,13 +138,3 @@ def container_env(docs: Iterable[Obj], container: Obj) -> dict[str, Any]:
     for entry in container.get("env", []):
         env[entry["name"]] = entry.get("value", entry.get("valueFrom"))
     return env
-
-
-@pytest.fixture(scope="session")
-def helm_bin() -> str:
-    return tool("helm")
-
-
-@pytest.fixture(scope="session")
-def kubectl_bin() -> str:
-    return tool("kubectl")

@@ -1,0 +1,28 @@
+"""Every shell script in scripts/ is executable and parses (bash -n; shellcheck where installed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[2] / "scripts").glob("*.sh"))
+
+
+def test_the_bundle_and_kind_scripts_are_covered() -> None:
+    names = {s.name for s in SCRIPTS}
+    assert {"build-image.sh", "image-test.sh", "install-tools.sh", "kind-up.sh", "kind-down.sh"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_script_parses(script: Path) -> None:
+    assert script.stat().st_mode & 0o111, f"{script} is not executable"
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    if shutil.which("shellcheck"):
+        lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
+        assert lint.returncode == 0, lint.stdout
