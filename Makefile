@@ -20,7 +20,7 @@ $(VENV)/.installed: service/pyproject.toml
 
 install-python: $(VENV)/.installed  ## the Python package and test tools in .venv
 
-install-system:  ## redis-server, PostgreSQL, helm/kubectl, redis-stack binaries, image tools
+install-system:  ## redis-server, PostgreSQL, podman/buildah/debootstrap, helm/kubectl
 	scripts/install-system.sh
 	scripts/install-tools.sh
 
