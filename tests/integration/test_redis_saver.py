@@ -2,7 +2,8 @@
 
 Covers what the conformance suite does not: any db number, the key layout (hash tag, TTL on
 every key, nothing left after delete), the round-trip budget (counted on the connection),
-fencing, concurrent writers, the sync twins, and pending-write order against InMemorySaver.
+fencing, the decoded-blob cache (another replica's writes, copies, fenced puts), concurrent
+writers, the sync twins, and pending-write order against InMemorySaver.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from threadline.checkpoint.base import (
     fence_counter_key,
     lease_key,
 )
-from threadline.checkpoint.redis import RedisCheckpointSaver
+from threadline.checkpoint.redis import DEFAULT_CACHE_BYTES, RedisCheckpointSaver
 
 from servers import RedisServer
 
@@ -105,12 +106,13 @@ def take_lease(client: redis.Redis, tid: str) -> str:
 # --- conformance ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("cache_bytes", [DEFAULT_CACHE_BYTES, 0], ids=["cache", "no-cache"])
 async def test_conformance_full_with_all_extended_capabilities(
-    redis_server: RedisServer,
+    redis_server: RedisServer, cache_bytes: int
 ) -> None:
     @checkpointer_test(name="threadline-redis")
     async def factory() -> AsyncIterator[BaseCheckpointSaver]:
-        s = RedisCheckpointSaver.from_url(redis_server.url(2), ttl_seconds=TTL)
+        s = RedisCheckpointSaver.from_url(redis_server.url(2), ttl_seconds=TTL, cache_bytes=cache_bytes)
         yield s
         await s.aclose()
 
@@ -297,10 +299,21 @@ async def test_round_trip_budget(redis_server: RedisServer, sync_client: redis.R
         assert n == 1, "fenced aput_writes"
 
         n, latest = await counted.trips(s.aget_tuple(cfg(tid)))
-        assert n <= 2 and latest.checkpoint["id"] == cp3["id"], "latest aget_tuple"
+        assert n == 1 and latest.checkpoint["id"] == cp3["id"], "latest aget_tuple, blobs cached"
         assert len(latest.pending_writes) == 6
         n, by_id = await counted.trips(s.aget_tuple(cfg(tid, "", cp["id"])))
-        assert n <= 2 and by_id.checkpoint["channel_values"]["other"] == 1, "aget_tuple by id"
+        assert n == 2 and by_id.checkpoint["channel_values"]["other"] == 1, "aget_tuple by id"
+
+        # A replica that did not write the thread: two round trips, then one.
+        cold = RedisCheckpointSaver(counted.client, ttl_seconds=TTL)
+        n, first = await counted.trips(cold.aget_tuple(cfg(tid)))
+        assert n == 2 and first == latest, "latest aget_tuple, cold"
+        n, again = await counted.trips(cold.aget_tuple(cfg(tid)))
+        assert n == 1 and again == latest, "latest aget_tuple, warm"
+        off = RedisCheckpointSaver(counted.client, ttl_seconds=TTL, cache_bytes=0)
+        for _ in range(2):
+            n, _ = await counted.trips(off.aget_tuple(cfg(tid)))
+            assert n == 2, "latest aget_tuple, cache off"
     finally:
         await counted.client.aclose()
 
@@ -406,6 +419,70 @@ async def test_fencing_token_flows_from_a_graph_run_to_every_write(
     with pytest.raises(FencedError):
         await graph.ainvoke({"messages": [("user", "again")]}, run)
     assert len([t async for t in saver.alist(cfg(tid))]) == 3
+
+
+# --- the decoded-blob cache ---------------------------------------------------------------------
+
+
+async def test_a_replica_reads_what_another_replica_wrote_after_it(redis_server: RedisServer) -> None:
+    a, b = (RedisCheckpointSaver.from_url(redis_server.url(1), ttl_seconds=TTL) for _ in range(2))
+    try:
+        tid = new_thread()
+        cp1, stored1 = await put(a, tid, {"messages": ["one"], "owner": "alice"})
+        assert (await a.aget_tuple(cfg(tid))).checkpoint["channel_values"]["messages"] == ["one"]
+        prev = (await b.aget_tuple(cfg(tid))).checkpoint
+        cp2, _ = await put(b, tid, {"messages": ["one", "two"]}, prev=prev, parent=cp1["id"])
+        latest = await a.aget_tuple(cfg(tid))
+        assert latest.checkpoint["id"] == cp2["id"]
+        assert latest.checkpoint["channel_values"] == {"messages": ["one", "two"], "owner": "alice"}
+        by_id = await a.aget_tuple(stored1)
+        assert by_id.checkpoint["channel_values"]["messages"] == ["one"]
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_callers_never_share_the_cached_containers(saver: RedisCheckpointSaver) -> None:
+    tid = new_thread()
+    messages = ["one"]
+    await put(saver, tid, {"messages": messages})
+    messages.append("appended by the writer after its put")
+    got = (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"]["messages"]
+    assert got == ["one"]
+    got.append("appended by a reader")
+    assert (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"]["messages"] == ["one"]
+
+
+async def test_a_fenced_put_leaves_nothing_in_the_cache(
+    saver: RedisCheckpointSaver, sync_client: redis.Redis
+) -> None:
+    tid = new_thread()
+    old = take_lease(sync_client, tid)
+    cp1, _ = await put(saver, tid, {"messages": ["one"]}, fencing_token=old)
+    take_lease(sync_client, tid)
+    held = len(saver.cache)
+    with pytest.raises(FencedError):
+        await put(saver, tid, {"messages": ["forked"]}, prev=cp1, parent=cp1["id"], fencing_token=old)
+    assert len(saver.cache) == held
+    assert (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"] == {"messages": ["one"]}
+
+
+async def test_a_conversation_reads_the_same_through_a_warm_and_a_cold_saver(
+    saver: RedisCheckpointSaver, redis_server: RedisServer
+) -> None:
+    graph = _graph(saver)
+    tid = new_thread()
+    for i in range(5):
+        await graph.ainvoke({"messages": [("user", f"message {i}")]}, {"configurable": {"thread_id": tid}})
+    cold = RedisCheckpointSaver.from_url(redis_server.url(1), ttl_seconds=TTL, cache_bytes=0)
+    try:
+        warm_history = [t async for t in saver.alist(cfg(tid))]
+        cold_history = [t async for t in cold.alist(cfg(tid))]
+        assert warm_history == cold_history and len(warm_history) == 15
+        assert await saver.aget_tuple(cfg(tid)) == await cold.aget_tuple(cfg(tid))
+        assert len(warm_history[0].checkpoint["channel_values"]["messages"]) == 10
+    finally:
+        await cold.aclose()
 
 
 # --- concurrency ------------------------------------------------------------------------------

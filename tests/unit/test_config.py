@@ -190,6 +190,7 @@ def test_env_name_of_every_checkpoint_field() -> None:
         "CHECKPOINT_BACKEND",
         "CHECKPOINT_REDIS_URL",
         "CHECKPOINT_REDIS_TTL",
+        "CHECKPOINT_REDIS_CACHE_MB",
         "CHECKPOINT_SQLITE_PATH",
         "CHECKPOINT_POSTGRES_URL",
         "REDIS_PASSWORD",

@@ -94,7 +94,9 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
     # The saver's client connects lazily; check reachability (and the password) now so a
     # misaddressed or down Redis is reported at open, not inside the first turn.
     await ping_redis(settings.redis_url, backend="redis")
-    saver = RedisCheckpointSaver.from_url(settings.redis_url, ttl_seconds=settings.redis_ttl)
+    saver = RedisCheckpointSaver.from_url(
+        settings.redis_url, ttl_seconds=settings.redis_ttl, cache_bytes=settings.redis_cache_mb * 2**20
+    )
     try:
         yield saver
     finally:

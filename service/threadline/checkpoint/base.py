@@ -56,6 +56,8 @@ SEP = "\x00"
 # The configurable key a turn passes its lease token in (see RedisCheckpointSaver.aput).
 FENCING_TOKEN = "fencing_token"
 _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemorySaver stores it)
+# The decoded form of an ``_EMPTY`` blob: the checkpoint has no value for that channel.
+NO_VALUE: Any = object()
 
 
 class FencedError(RuntimeError):
@@ -243,14 +245,22 @@ def _untyped(raw: bytes) -> tuple[str, bytes]:
     return type_.decode(), data
 
 
+class Blob(NamedTuple):
+    """One channel value of a put: its blobs-hash field, its bytes, and the value itself."""
+
+    field: bytes
+    data: bytes
+    value: Any  # NO_VALUE for a channel without a value
+
+
 def encode_put(
     serde: SerializerProtocol,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
-) -> tuple[bytes, list[bytes]]:
-    """Serialize one put: its checkpoint record and the ``field, value`` list of new blobs.
+) -> tuple[bytes, list[Blob]]:
+    """Serialize one put: its checkpoint record and the blobs of its changed channels.
 
     Only channels in ``new_versions`` get a blob: an unchanged channel keeps pointing at the
     blob an earlier checkpoint wrote for the same version.
@@ -275,10 +285,11 @@ def encode_put(
             (parent_id or "").encode(),
         ]
     )
-    blobs: list[bytes] = []
+    blobs: list[Blob] = []
     for channel, version in new_versions.items():
-        value = serde.dumps_typed(values[channel]) if channel in values else _EMPTY
-        blobs += [blob_field(ns, channel, version).encode(), _typed(value)]
+        value = values.get(channel, NO_VALUE)
+        typed = _EMPTY if value is NO_VALUE else serde.dumps_typed(value)
+        blobs.append(Blob(blob_field(ns, channel, version).encode(), _typed(typed), value))
     return record, blobs
 
 
@@ -333,35 +344,35 @@ def blob_fields_of(record: bytes) -> list[bytes]:
     return items[1 : 1 + int(items[0])]
 
 
+def decode_blob(serde: SerializerProtocol, raw: bytes) -> Any:
+    """The channel value a blob holds, or :data:`NO_VALUE`."""
+    typed = _untyped(raw)
+    return NO_VALUE if typed[0] == _EMPTY[0] else serde.loads_typed(typed)
+
+
+def channel_of(field: bytes, checkpoint_ns: str) -> str:
+    """The channel name inside a blob field of namespace ``checkpoint_ns``."""
+    return field[len(checkpoint_ns.encode()) + 1 : field.rindex(SEP.encode())].decode()
+
+
 def decode_tuple(
     serde: SerializerProtocol,
     thread_id: str,
     checkpoint_ns: str,
     entry: Sequence[Any],
-    blob_values: Sequence[bytes | None],
+    values: dict[str, Any],
 ) -> CheckpointTuple:
     """Build a CheckpointTuple.
 
     Args:
         entry: one ``load`` script reply ``[checkpoint_id, record, write records]``.
-        blob_values: HMGET of the record's :func:`blob_fields_of`, in that order.
+        values: the checkpoint's channel values, decoded from the blobs its record names
+            (channels without a value left out).
     """
     raw_id, record, write_records = entry
     checkpoint_id = raw_id.decode()
     items = unpack(record)
-    count = int(items[0])
-    fields = items[1 : 1 + count]
-    cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + count :]
-    values: dict[str, Any] = {}
-    skip = len(checkpoint_ns) + 1
-    for field, raw in zip(fields, blob_values, strict=True):
-        if raw is None:
-            continue
-        typed = _untyped(raw)
-        if typed[0] == _EMPTY[0]:
-            continue
-        channel = field[skip : field.rindex(SEP.encode())].decode()
-        values[channel] = serde.loads_typed(typed)
+    cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + int(items[0]) :]
     checkpoint: Checkpoint = serde.loads_typed((cp_type.decode(), cp_bytes))
     parent_id = parent.decode()
     return CheckpointTuple(

@@ -47,13 +47,16 @@ from redis.retry import Retry
 
 from threadline.checkpoint.base import (
     INDEX_KEY_PATTERN,
+    NO_VALUE,
     Commands,
     Emit,
     FencedError,
     Script,
     ThreadKeys,
     blob_fields_of,
+    channel_of,
     checkpoint_config,
+    decode_blob,
     decode_metadata,
     decode_tuple,
     encode_put,
@@ -66,12 +69,15 @@ from threadline.checkpoint.base import (
     thread_id_of_index_key,
     thread_ns_id,
 )
+from threadline.checkpoint.cache import MISS, BlobCache
 
 Step = Script | Commands | Emit
 Op = Generator[Step, Any, Any]
 
 # Checkpoints loaded per script call while listing.
 _PAGE = 100
+# Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
+DEFAULT_CACHE_BYTES = 32 * 2**20
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
@@ -110,6 +116,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         ttl_seconds: every key of a thread expires this long after its last write.
         sync_client: needed only for the sync methods (tools, scripts).
         serde: defaults to LangGraph's ``JsonPlusSerializer``.
+        cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.cache`),
+            in serialized bytes; 0 turns it off.
 
     Raises:
         ValueError: a client decodes responses, or ``ttl_seconds`` is not positive.
@@ -236,6 +244,7 @@ return n
         ttl_seconds: int,
         sync_client: redis.Redis | None = None,
         serde: SerializerProtocol | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         super().__init__(serde=serde)
         if ttl_seconds <= 0:
@@ -247,6 +256,7 @@ return n
         self._client = client
         self._sync_client = sync_client
         self._owns_clients = False
+        self.cache = BlobCache(cache_bytes)
         self._scripts = {n: client.register_script(s) for n, s in self._SCRIPTS.items()}
         self._sync_scripts = (
             {n: sync_client.register_script(s) for n, s in self._SCRIPTS.items()}
@@ -255,7 +265,9 @@ return n
         )
 
     @classmethod
-    def from_url(cls, url: str, *, ttl_seconds: int) -> RedisCheckpointSaver:
+    def from_url(
+        cls, url: str, *, ttl_seconds: int, cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
         Timeouts are short so a stopped Redis is an error within a second and a paused one
@@ -265,7 +277,7 @@ return n
 
         Args:
             url: ``redis://`` or ``rediss://`` URL, with any db number.
-            ttl_seconds: see the class.
+            ttl_seconds, cache_bytes: see the class.
 
         Returns:
             The saver (no connection is made until the first call).
@@ -281,6 +293,7 @@ return n
             aioredis.Redis.from_url(url, retry=AsyncRetry(backoff, retries=1), **options),
             ttl_seconds=ttl_seconds,
             sync_client=redis.Redis.from_url(url, retry=Retry(backoff, retries=1), **options),
+            cache_bytes=cache_bytes,
         )
         saver._owns_clients = True
         return saver
@@ -294,21 +307,43 @@ return n
 
     # --- operations: written once, I/O yielded to a driver ------------------------------------
 
-    def _op_load(self, thread_id: str, wanted: Sequence[tuple[str, str]]) -> Op:
+    def _op_load(self, thread_id: str, wanted: Sequence[tuple[str, str]], remember: bool = True) -> Op:
         """Tuples for ``(ns, checkpoint_id)`` pairs (``""`` id: latest), None where absent.
 
-        Two round trips however many: the load script, then one HMGET per checkpoint for its
-        channel blobs, pipelined.
+        Two round trips however many: the load script, then one HMGET per checkpoint for the
+        channel blobs the cache does not hold, pipelined (none when it holds them all).
+        Fetched blobs are cached when ``remember`` (not while listing history, which would
+        push the latest versions out).
         """
         keys = ThreadKeys.of(thread_id)
         entries = yield Script("load", keys.data, [x for pair in wanted for x in pair])
         fields = [blob_fields_of(e[1]) if e else [] for e in entries]
-        hmgets = [("HMGET", keys.blobs, *f) for f in fields if f]
-        replies = iter((yield Commands(hmgets)) if hmgets else ())
-        return [
-            decode_tuple(self.serde, thread_id, ns, e, next(replies) if f else []) if e else None
-            for (ns, _id), e, f in zip(wanted, entries, fields, strict=True)
+        cached = [[self.cache.get(thread_id, f) for f in fs] for fs in fields]
+        missing = [
+            [f for f, v in zip(fs, vs, strict=True) if v is MISS]
+            for fs, vs in zip(fields, cached, strict=True)
         ]
+        hmgets = [("HMGET", keys.blobs, *m) for m in missing if m]
+        replies = iter((yield Commands(hmgets)) if hmgets else ())
+        found: list[CheckpointTuple | None] = []
+        for (ns, _id), entry, fs, vs, miss in zip(wanted, entries, fields, cached, missing, strict=True):
+            if not entry:
+                found.append(None)
+                continue
+            fetched = iter(next(replies) if miss else ())
+            values: dict[str, Any] = {}
+            for field, value in zip(fs, vs, strict=True):
+                if value is MISS:
+                    raw = next(fetched)
+                    if raw is None:
+                        continue
+                    value = decode_blob(self.serde, raw)
+                    if remember:
+                        self.cache.put(thread_id, field, value, len(raw))
+                if value is not NO_VALUE:
+                    values[channel_of(field, ns)] = value
+            found.append(decode_tuple(self.serde, thread_id, ns, entry, values))
+        return found
 
     def _op_get(self, config: RunnableConfig) -> Op:
         thread_id, ns, checkpoint_id = thread_ns_id(config)
@@ -329,10 +364,14 @@ return n
         if not blobs:
             stored = yield Script("put", keys, args)
         else:
-            put = Script("put", keys, [*args, *blobs[::2]])
-            stored = (yield Commands([("HSET", keys.blobs, *blobs), put], transaction=True))[-1]
+            put = Script("put", keys, [*args, *(b.field for b in blobs)])
+            hset = ("HSET", keys.blobs, *(x for b in blobs for x in (b.field, b.data)))
+            stored = (yield Commands([hset, put], transaction=True))[-1]
         if not stored:
             raise FencedError(thread_id)
+        # Only what Redis now holds: a fenced put took its blobs out again.
+        for blob in blobs:
+            self.cache.put(thread_id, blob.field, blob.value, len(blob.data))
         return checkpoint_config(thread_id, ns, checkpoint["id"])
 
     def _op_put_writes(
@@ -398,7 +437,7 @@ return n
                 page = page if remaining is None else page[:remaining]
                 if not page:
                     continue
-                for found in (yield from self._op_load(thread_id, page)):
+                for found in (yield from self._op_load(thread_id, page, remember=False)):
                     if found:  # None: deleted between the index read and the load
                         yield Emit(found)
                         remaining = None if remaining is None else remaining - 1
@@ -407,6 +446,7 @@ return n
         # The lease and fence counter stay: a turn in flight keeps its lease, and the counter
         # must never restart, or an old token could become valid again.
         yield Commands([("DEL", *ThreadKeys.of(thread_id).data)])
+        self.cache.drop(thread_id)
 
     def _op_delete_for_runs(self, run_ids: Sequence[str]) -> Op:
         runs = set(run_ids)
