@@ -64,6 +64,16 @@ class BuiltinChatModel(BaseChatModel):
     ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(messages)))])
 
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # Without this, LangChain runs _generate in a worker thread: a hop per turn for nothing.
+        return self._generate(messages, stop, **kwargs)
+
     def _stream(
         self,
         messages: list[BaseMessage],
