@@ -267,7 +267,7 @@ class Conversations:
         (if ``tokens``), then the final state values."""
         final: dict[str, Any] = {}
         modes = ["messages", "values"] if tokens else ["values"]
-        async for mode, data in self.graph.astream(graph_input, config, stream_mode=modes):
+        async for mode, data in self.graph.astream(graph_input, config, stream_mode=modes, durability="sync"):
             if held.lost.is_set():
                 raise LeaseLost(config["configurable"]["thread_id"])
             if mode == "values":
