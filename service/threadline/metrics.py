@@ -29,6 +29,14 @@ CHECKPOINT_OPERATIONS = Counter(
     "Checkpoint operations, by backend and operation.",
     ["backend", "op"],
 )
+# Like iostat's %util: wall time with at least one checkpoint operation in flight. LangGraph
+# runs put_writes in the background, overlapping the next put, so the histograms' sums count
+# overlapping time twice; rate() of this counter is the share of time the checkpointer is busy.
+CHECKPOINT_BUSY_SECONDS = Counter(
+    "threadline_checkpoint_busy_seconds_total",
+    "Wall time with at least one checkpoint operation in flight.",
+    ["backend"],
+)
 CHECKPOINT_ERRORS = Counter(
     "threadline_checkpoint_errors_total",
     "Checkpoint operations that raised, by backend and operation.",

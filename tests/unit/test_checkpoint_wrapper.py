@@ -109,6 +109,26 @@ async def test_metrics_count_operations_errors_and_durations() -> None:
     assert after - before == 2
 
 
+class Slow(InMemorySaver):
+    async def aput(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return await super().aput(*args, **kwargs)
+
+
+async def test_busy_time_counts_overlapping_operations_once() -> None:
+    backend = "unit-busy"
+    wrapped = instrument(Slow(), backend)
+    checkpoints = [create_checkpoint(empty_checkpoint(), None, step) for step in (1, 2)]
+    # Two puts in flight at once, as LangGraph's background writes overlap the next put.
+    await asyncio.gather(*(wrapped.aput(CONFIG, cp, {}, {}) for cp in checkpoints))
+    summed = sample("threadline_checkpoint_write_duration_seconds_sum", backend=backend)
+    busy = sample("threadline_checkpoint_busy_seconds_total", backend=backend)
+    assert summed >= 0.4
+    assert 0.2 <= busy < 0.75 * summed
+    await wrapped.aput(CONFIG, create_checkpoint(empty_checkpoint(), None, 3), {}, {})
+    assert sample("threadline_checkpoint_busy_seconds_total", backend=backend) >= busy + 0.2
+
+
 async def test_errors_are_counted_and_cancellation_is_not() -> None:
     backend = "unit-errors"
     wrapped = instrument(Failing(), backend)

@@ -5,6 +5,8 @@ Every delegated call counts ``threadline_checkpoint_operations_total{backend,op}
 error), and observes its duration in the read histogram (``get_tuple``, ``list``,
 ``get_delta_channel_history``) or the write histogram (``put``, ``put_writes``, ``delete_*``,
 ``copy_thread``, ``prune``). ``op`` is the sync method name for both twins (``aput`` → ``put``).
+``threadline_checkpoint_busy_seconds_total`` adds the wall time during which at least one
+operation was in flight (overlapping operations counted once).
 
 ``list``/``alist`` are iterators: one call is one observation of the time spent *inside the
 inner iterator* (summed over its items until it is exhausted or closed), not the time the
@@ -19,6 +21,7 @@ by :func:`instrument`, and only when the inner type overrides them.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -29,6 +32,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from prometheus_client import Histogram
 
 from threadline.metrics import (
+    CHECKPOINT_BUSY_SECONDS,
     CHECKPOINT_ERRORS,
     CHECKPOINT_OPERATIONS,
     CHECKPOINT_READ_SECONDS,
@@ -73,6 +77,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
         # No super().__init__(): serde belongs to the inner saver (see the property below).
         self._inner = inner
         self._backend = backend
+        self._busy = _busy_clock(backend)
 
     @property
     def inner(self) -> BaseCheckpointSaver:
@@ -124,14 +129,14 @@ class InstrumentedSaver(BaseCheckpointSaver):
 
     @contextmanager
     def _timed(self, op: str, histogram: Histogram) -> Iterator[None]:
-        start = time.perf_counter()
+        start = self._busy.start()
         try:
             yield
         except Exception:
             CHECKPOINT_ERRORS.labels(self._backend, op).inc()
             raise
         finally:
-            histogram.labels(self._backend).observe(time.perf_counter() - start)
+            histogram.labels(self._backend).observe(self._busy.stop() - start)
             CHECKPOINT_OPERATIONS.labels(self._backend, op).inc()
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
@@ -139,7 +144,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
         items = self._inner.list(config, **kwargs)
         try:
             while True:
-                start = time.perf_counter()
+                start = self._busy.start()
                 try:
                     item = next(items)
                 except StopIteration:
@@ -148,7 +153,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
                     CHECKPOINT_ERRORS.labels(self._backend, "list").inc()
                     raise
                 finally:
-                    spent += time.perf_counter() - start
+                    spent += self._busy.stop() - start
                 yield item
         finally:
             _close_sync(items)
@@ -160,7 +165,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
         items = self._inner.alist(config, **kwargs)
         try:
             while True:
-                start = time.perf_counter()
+                start = self._busy.start()
                 try:
                     item = await anext(items)
                 except StopAsyncIteration:
@@ -169,7 +174,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
                     CHECKPOINT_ERRORS.labels(self._backend, "list").inc()
                     raise
                 finally:
-                    spent += time.perf_counter() - start
+                    spent += self._busy.stop() - start
                 yield item
         finally:
             aclose = getattr(items, "aclose", None)
@@ -177,6 +182,40 @@ class InstrumentedSaver(BaseCheckpointSaver):
                 await aclose()
             CHECKPOINT_READ_SECONDS.labels(self._backend).observe(spent)
             CHECKPOINT_OPERATIONS.labels(self._backend, "list").inc()
+
+
+class _BusyClock:
+    """Counts the wall time during which at least one operation is in flight."""
+
+    def __init__(self, counter: Any) -> None:
+        self._counter = counter
+        self._in_flight = 0
+        self._since = 0.0
+        self._lock = threading.Lock()  # sync twins may run in worker threads
+
+    def start(self) -> float:
+        """One operation begins; returns the time, for its own duration."""
+        with self._lock:
+            now = time.perf_counter()
+            if not self._in_flight:
+                self._since = now
+            self._in_flight += 1
+            return now
+
+    def stop(self) -> float:
+        """One operation ends; returns the time."""
+        with self._lock:
+            now = time.perf_counter()
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._counter.inc(now - self._since)
+            return now
+
+
+@functools.cache
+def _busy_clock(backend: str) -> _BusyClock:
+    # One per backend, shared by every wrapper of it (with_allowlist makes more).
+    return _BusyClock(CHECKPOINT_BUSY_SECONDS.labels(backend))
 
 
 def _close_sync(items: Iterator[Any]) -> None:
