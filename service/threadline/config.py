@@ -57,8 +57,9 @@ class CheckpointSettings(_Group):
     redis_url: str = "redis://localhost:6379/1"
     # Seconds a thread's checkpoint data lives after its last write (7 days).
     redis_ttl: int = Field(default=604800, gt=0)
-    # MB (serialized) of decoded channel values the redis saver keeps in process; 0: none.
-    redis_cache_mb: int = Field(default=32, ge=0)
+    # Budget of the redis saver's decoded-value cache, in MB of serialized values (objects take
+    # ~6x that in memory: 16 MB ~ 100 MB of RSS); 0 turns it off.
+    redis_cache_mb: int = Field(default=16, ge=0)
     sqlite_path: Path = Path("./data/checkpoints.sqlite")
     postgres_url: str | None = None
     # Optional: the Redis password as its own secret, so the URL needs no encoding at all.

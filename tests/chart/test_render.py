@@ -111,6 +111,7 @@ def test_service_wiring(config: str | None) -> None:
     assert env["SESSION_BACKEND"] == "redis"
     for name in (
         "CHECKPOINT_REDIS_TTL",
+        "CHECKPOINT_REDIS_CACHE_MB",
         "REDIS_URL",
         "CHECKPOINT_REDIS_URL",
         "API_KEYS",

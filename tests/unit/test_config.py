@@ -184,6 +184,12 @@ def test_settings_repr_holds_no_password() -> None:
     assert "redis://:***@redis:6379/1" in repr(checkpoint)
 
 
+def test_cache_default_is_the_savers() -> None:
+    from threadline.checkpoint.redis import DEFAULT_CACHE_BYTES
+
+    assert load(CheckpointSettings).redis_cache_mb * 2**20 == DEFAULT_CACHE_BYTES
+
+
 def test_env_name_of_every_checkpoint_field() -> None:
     names = {config.env_name(CheckpointSettings, f) for f in CheckpointSettings.model_fields}
     assert names == {

@@ -350,9 +350,14 @@ def decode_blob(serde: SerializerProtocol, raw: bytes) -> Any:
     return NO_VALUE if typed[0] == _EMPTY[0] else serde.loads_typed(typed)
 
 
-def channel_of(field: bytes, checkpoint_ns: str) -> str:
-    """The channel name inside a blob field of namespace ``checkpoint_ns``."""
-    return field[len(checkpoint_ns.encode()) + 1 : field.rindex(SEP.encode())].decode()
+def channel_values(blobs: dict[bytes, Any], checkpoint_ns: str) -> dict[str, Any]:
+    """A checkpoint's ``channel_values`` from its decoded blobs (blob field -> value)."""
+    skip = len(checkpoint_ns.encode()) + 1
+    return {
+        field[skip : field.rindex(SEP.encode())].decode(): value
+        for field, value in blobs.items()
+        if value is not NO_VALUE
+    }
 
 
 def decode_tuple(

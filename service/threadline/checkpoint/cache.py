@@ -15,7 +15,8 @@ Values are handed out as shallow copies of lists, dicts and sets, so a caller th
 a list it was given does not change what the next caller gets. Objects inside (messages) are
 shared: like LangGraph's own channels, this relies on state values not being mutated in place.
 
-Bounded by the serialized size of what it holds (``max_bytes``); whole threads are evicted,
+Bounded by the serialized size of what it holds (``max_bytes``; decoded messages take ~6x
+that in memory: 26 KB serialized, 157 KB decoded for 100 messages); whole threads are evicted,
 least recently used first, and only the newest version of each channel is kept.
 """
 

@@ -54,7 +54,7 @@ from threadline.checkpoint.base import (
     Script,
     ThreadKeys,
     blob_fields_of,
-    channel_of,
+    channel_values,
     checkpoint_config,
     decode_blob,
     decode_metadata,
@@ -77,7 +77,7 @@ Op = Generator[Step, Any, Any]
 # Checkpoints loaded per script call while listing.
 _PAGE = 100
 # Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
-DEFAULT_CACHE_BYTES = 32 * 2**20
+DEFAULT_CACHE_BYTES = 16 * 2**20
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
@@ -317,33 +317,28 @@ return n
         """
         keys = ThreadKeys.of(thread_id)
         entries = yield Script("load", keys.data, [x for pair in wanted for x in pair])
-        fields = [blob_fields_of(e[1]) if e else [] for e in entries]
-        cached = [[self.cache.get(thread_id, f) for f in fs] for fs in fields]
-        missing = [
-            [f for f, v in zip(fs, vs, strict=True) if v is MISS]
-            for fs, vs in zip(fields, cached, strict=True)
+        # Per checkpoint found: each blob field its record names -> the cached value, or MISS.
+        blobs = [
+            {f: self.cache.get(thread_id, f) for f in blob_fields_of(e[1])} if e else {} for e in entries
         ]
+        missing = [[f for f, value in b.items() if value is MISS] for b in blobs]
         hmgets = [("HMGET", keys.blobs, *m) for m in missing if m]
         replies = iter((yield Commands(hmgets)) if hmgets else ())
-        found: list[CheckpointTuple | None] = []
-        for (ns, _id), entry, fs, vs, miss in zip(wanted, entries, fields, cached, missing, strict=True):
-            if not entry:
-                found.append(None)
-                continue
-            fetched = iter(next(replies) if miss else ())
-            values: dict[str, Any] = {}
-            for field, value in zip(fs, vs, strict=True):
-                if value is MISS:
-                    raw = next(fetched)
-                    if raw is None:
-                        continue
-                    value = decode_blob(self.serde, raw)
-                    if remember:
-                        self.cache.put(thread_id, field, value, len(raw))
-                if value is not NO_VALUE:
-                    values[channel_of(field, ns)] = value
-            found.append(decode_tuple(self.serde, thread_id, ns, entry, values))
-        return found
+        for b, m in zip(blobs, missing, strict=True):
+            for field, raw in zip(m, next(replies) if m else (), strict=True):
+                b[field] = self._decoded(thread_id, field, raw, remember)
+        return [
+            decode_tuple(self.serde, thread_id, ns, e, channel_values(b, ns)) if e else None
+            for (ns, _id), e, b in zip(wanted, entries, blobs, strict=True)
+        ]
+
+    def _decoded(self, thread_id: str, field: bytes, raw: bytes | None, remember: bool) -> Any:
+        if raw is None:  # not in Redis: the checkpoint has no value for this channel
+            return NO_VALUE
+        value = decode_blob(self.serde, raw)
+        if remember:
+            self.cache.put(thread_id, field, value, len(raw))
+        return value
 
     def _op_get(self, config: RunnableConfig) -> Op:
         thread_id, ns, checkpoint_id = thread_ns_id(config)
