@@ -6,10 +6,12 @@ number, on Redis >= 6.2, Valkey and managed Redis. The key layout and record for
 
 Round trips: ``put`` is one MULTI/EXEC (plain HSET of the changed channels' blobs plus a
 Lua script for the small rest), ``put_writes`` one Lua script, a latest (or by-id)
-``get_tuple`` two: a Lua script that finds the checkpoint and returns its record and pending
-writes, then one HMGET of its channel blobs. Large values never pass through Lua: on Redis
-7.0 a 150 KB argument or reply costs a script ~0.25 ms of server time, a plain HSET/HMGET of
-it ~0.02 ms (measured at turn 300 of the benchmark conversation).
+``get_tuple`` at most two: a Lua script that finds the checkpoint and returns its record and
+pending writes, then one HMGET of the channel blobs this process does not hold decoded already
+(none when it wrote or read them last: :mod:`threadline.checkpoint.cache`). Large values
+never pass through Lua: on Redis 7.0 a 150 KB argument or reply costs a script ~0.25 ms of
+server time, a plain HSET/HMGET of it ~0.02 ms (measured at turn 300 of the benchmark
+conversation).
 
 Each operation is written once, as a generator that yields the I/O it needs (:class:`Script`
 or :class:`Commands`) and receives the reply; the sync and async methods differ only in the
