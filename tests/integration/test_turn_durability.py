@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from langchain_core.messages import BaseMessage, HumanMessage
+from pydantic import Field
 
 from threadline.agent.builtin import BuiltinChatModel
 from threadline.agent.graph import build_graph
@@ -34,7 +35,7 @@ class Witness(BuiltinChatModel):
 
     reader: Any = None
     thread_id: str = ""
-    stored_when_called: list[list[str]] = []
+    stored_when_called: list[list[str]] = Field(default_factory=list)
 
     async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
         latest = await self.reader.aget_tuple({"configurable": {"thread_id": self.thread_id}})
@@ -50,7 +51,7 @@ async def test_the_human_message_is_durable_before_the_model_runs(redis_server) 
     client = aioredis.Redis.from_url(url)
     try:
         lease = RedisTurnLease(client, lease_seconds=5, wait_seconds=1, counter_ttl_seconds=60)
-        model = Witness(reader=reader, stored_when_called=[])
+        model = Witness(reader=reader)
         conversations = Conversations(build_graph(model, saver), lease)
         model.thread_id = await conversations.create_thread("alice")
         for content in ("first", "second"):
