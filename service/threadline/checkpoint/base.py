@@ -204,6 +204,11 @@ def blob_field(checkpoint_ns: str, channel: str, version: Any) -> str:
     return f"{checkpoint_ns}{SEP}{channel}{SEP}{version}"
 
 
+def unversioned(field: bytes) -> bytes:
+    """``ns\0channel`` of a blob field: what the versions of one channel share."""
+    return field[: field.rindex(SEP.encode())]
+
+
 def write_field(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
     return f"{checkpoint_ns}{SEP}{checkpoint_id}{SEP}{task_id}{SEP}{idx}"
 
@@ -354,9 +359,7 @@ def channel_values(blobs: dict[bytes, Any], checkpoint_ns: str) -> dict[str, Any
     """A checkpoint's ``channel_values`` from its decoded blobs (blob field -> value)."""
     skip = len(checkpoint_ns.encode()) + 1
     return {
-        field[skip : field.rindex(SEP.encode())].decode(): value
-        for field, value in blobs.items()
-        if value is not NO_VALUE
+        unversioned(field)[skip:].decode(): value for field, value in blobs.items() if value is not NO_VALUE
     }
 
 

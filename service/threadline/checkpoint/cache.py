@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from threadline.checkpoint.base import NO_VALUE, SEP
+from threadline.checkpoint.base import NO_VALUE, unversioned
 
 __all__ = ["MISS", "NO_VALUE", "BlobCache"]
 
@@ -66,7 +66,7 @@ class BlobCache:
         """The value of ``field`` (a copy of a container), :data:`NO_VALUE`, or :data:`MISS`."""
         with self._lock:
             channels = self._threads.get(thread_id)
-            entry = channels.get(_channel(field)) if channels else None
+            entry = channels.get(unversioned(field)) if channels else None
             if entry is None or entry[0] != field:
                 return MISS
             self._threads.move_to_end(thread_id)
@@ -80,7 +80,7 @@ class BlobCache:
         with self._lock:
             channels = self._threads.setdefault(thread_id, {})
             self._threads.move_to_end(thread_id)
-            old = channels.get(key := _channel(field))
+            old = channels.get(key := unversioned(field))
             if old is not None:
                 self._bytes -= old[2]
             channels[key] = (field, _fresh(value), size)
@@ -95,8 +95,3 @@ class BlobCache:
             channels = self._threads.pop(thread_id, None)
             if channels:
                 self._bytes -= sum(entry[2] for entry in channels.values())
-
-
-def _channel(field: bytes) -> bytes:
-    """``ns\\0channel`` of a blob field: the versions of one channel replace each other."""
-    return field[: field.rindex(SEP.encode())]

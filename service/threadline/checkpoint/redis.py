@@ -312,8 +312,8 @@ return n
     def _op_load(self, thread_id: str, wanted: Sequence[tuple[str, str]], remember: bool = True) -> Op:
         """Tuples for ``(ns, checkpoint_id)`` pairs (``""`` id: latest), None where absent.
 
-        Two round trips however many: the load script, then one HMGET per checkpoint for the
-        channel blobs the cache does not hold, pipelined (none when it holds them all).
+        At most two round trips however many: the load script, then one HMGET per checkpoint
+        for the channel blobs the cache does not hold, pipelined (none when it holds them all).
         Fetched blobs are cached when ``remember`` (not while listing history, which would
         push the latest versions out).
         """
