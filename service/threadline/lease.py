@@ -25,7 +25,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 
 from threadline import metrics
-from threadline.checkpoint.base import fence_counter_key, lease_key
+from threadline.redis_keys import fence_counter_key, lease_key
 
 log = logging.getLogger(__name__)
 

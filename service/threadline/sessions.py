@@ -14,6 +14,8 @@ from typing import Protocol
 
 import redis.asyncio as aioredis
 
+from threadline.redis_keys import session_key
+
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -70,11 +72,11 @@ class RedisSessionStore:
 
     async def create(self, principal: str) -> str:
         token = new_token()
-        await self._client.set(f"tl:session:{_digest(token)}", principal, ex=self.ttl)
+        await self._client.set(session_key(_digest(token)), principal, ex=self.ttl)
         return token
 
     async def principal(self, token: str) -> str | None:
-        found = await self._client.getex(f"tl:session:{_digest(token)}", ex=self.ttl)
+        found = await self._client.getex(session_key(_digest(token)), ex=self.ttl)
         return found.decode() if found is not None else None
 
     async def ping(self) -> None:

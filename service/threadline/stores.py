@@ -13,13 +13,13 @@ from contextlib import AsyncExitStack
 
 import psycopg
 import psycopg_pool
-import redis.asyncio as aioredis
 import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadline.checkpoint import StoreUnavailable, open_checkpointer
 from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
+from threadline.redis_client import async_client
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 
 # Exceptions that mean "a store is unreachable or failing right now": answered with 503 and
@@ -35,19 +35,7 @@ STORE_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,
 )
 
-# A Redis call that takes longer than this is treated as a store outage (503), not waited on.
-REDIS_SOCKET_TIMEOUT = 2.0
 PING_TIMEOUT = 2.0
-
-
-def redis_client(url: str) -> aioredis.Redis:
-    """A client that fails fast when Redis is away, and reconnects by itself when it is back."""
-    return aioredis.Redis.from_url(
-        url,
-        socket_connect_timeout=REDIS_SOCKET_TIMEOUT,
-        socket_timeout=REDIS_SOCKET_TIMEOUT,
-        health_check_interval=10,
-    )
 
 
 class Stores:
@@ -68,7 +56,7 @@ class Stores:
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
         lease: TurnLease
         if settings.checkpoint.backend in ("redis", "redis-stack"):
-            client = redis_client(settings.checkpoint.redis_url)
+            client = async_client(settings.checkpoint.redis_url)
             stack.push_async_callback(client.aclose)
             lease = RedisTurnLease(
                 client,
@@ -81,7 +69,7 @@ class Stores:
         sessions: SessionStore
         if settings.session.backend == "redis":
             sessions = RedisSessionStore(
-                redis_client(settings.session.redis_url), settings.session.ttl_seconds
+                async_client(settings.session.redis_url), settings.session.ttl_seconds
             )
         else:
             sessions = MemorySessionStore(settings.session.ttl_seconds)

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from threadline.checkpoint.base import lease_key
 from threadline.lease import LeaseBusy, LocalTurnLease, RedisTurnLease
+from threadline.redis_keys import lease_key
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ An unreachable store raises :class:`StoreUnavailable` at open; it is never repla
 Backend modules are imported only when chosen, so a process on one backend never imports the
 client libraries of the others. (No bare ``import redis`` here: once the submodule
 ``threadline.checkpoint.redis`` is imported, the package attribute ``redis`` is that submodule;
-Redis client code lives in :mod:`threadline.checkpoint.probe`.)
+Redis clients come from :mod:`threadline.redis_client`.)
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from threadline import config
+from threadline import config, redis_client
 from threadline.checkpoint.errors import StoreUnavailable
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
-from threadline.checkpoint.probe import ping_redis
 from threadline.config import CheckpointSettings
 
 __all__ = ["InstrumentedSaver", "StoreUnavailable", "open_checkpointer"]
@@ -93,7 +92,7 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
 
     # The saver's client connects lazily; check reachability (and the password) now so a
     # misaddressed or down Redis is reported at open, not inside the first turn.
-    await ping_redis(settings.redis_url, backend="redis")
+    await redis_client.ping(settings.redis_url, backend="redis")
     saver = RedisCheckpointSaver.from_url(
         settings.redis_url, ttl_seconds=settings.redis_ttl, cache_bytes=settings.redis_cache_mb * 2**20
     )

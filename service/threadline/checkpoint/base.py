@@ -1,8 +1,10 @@
 """Key layout, record encoding and errors of the ``redis`` checkpoint saver. No I/O here.
 
-Every key of one thread shares the hash tag ``{thread_id}``, so one Lua script may touch all
-of them, also on Redis Cluster. A thread has a *fixed* set of keys however long it lives (not
-one key per checkpoint), so refreshing the TTL on each write costs a constant six EXPIREs:
+The keys are named in :mod:`threadline.redis_keys` (the one key schema the lease and the
+sessions share). Every key of one thread shares the hash tag ``{thread_id}``, so one Lua script
+may touch all of them, also on Redis Cluster. A thread has a *fixed* set of keys however long
+it lives (not one key per checkpoint), so refreshing the TTL on each write costs a constant six
+EXPIREs:
 
 ==================  ======  ==============================================================
 key                 type    holds
@@ -51,7 +53,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-PREFIX = "tl"
 SEP = "\x00"
 # The configurable key a turn passes its lease token in (see RedisCheckpointSaver.aput).
 FENCING_TOKEN = "fencing_token"
@@ -75,58 +76,6 @@ class FencedError(RuntimeError):
             "another turn (stale fencing token)"
         )
         self.thread_id = thread_id
-
-
-def _tag(thread_id: str) -> str:
-    return f"{PREFIX}:{{{thread_id}}}"
-
-
-def lease_key(thread_id: str) -> str:
-    """The key holding the turn lease token of ``thread_id`` (same hash tag as its data)."""
-    return f"{_tag(thread_id)}:lease"
-
-
-def fence_counter_key(thread_id: str) -> str:
-    """The ``INCR`` counter lease tokens of ``thread_id`` are minted from."""
-    return f"{_tag(thread_id)}:fence"
-
-
-class ThreadKeys(NamedTuple):
-    """All keys of one thread, in the KEYS order of every script; the first five hold data."""
-
-    idx: str
-    cp: str
-    blobs: str
-    widx: str
-    w: str
-    lease: str
-    fence: str
-
-    @classmethod
-    def of(cls, thread_id: str) -> ThreadKeys:
-        tag = _tag(thread_id)
-        return cls(
-            f"{tag}:idx",
-            f"{tag}:cp",
-            f"{tag}:blobs",
-            f"{tag}:widx",
-            f"{tag}:w",
-            lease_key(thread_id),
-            fence_counter_key(thread_id),
-        )
-
-    @property
-    def data(self) -> tuple[str, str, str, str, str]:
-        """The checkpoint data keys: what delete_thread removes."""
-        return self[:5]
-
-
-# SCAN pattern of every thread's index key, and how to get the thread id back out of it.
-INDEX_KEY_PATTERN = f"{PREFIX}:{{*}}:idx"
-
-
-def thread_id_of_index_key(key: bytes) -> str:
-    return key.decode()[len(PREFIX) + 2 : -len("}:idx")]
 
 
 # --- the I/O steps an operation asks its driver for (sync or async; see redis.py) ----------

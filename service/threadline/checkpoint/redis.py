@@ -42,19 +42,15 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError
-from redis.retry import Retry
 
+from threadline import redis_client
 from threadline.checkpoint.base import (
-    INDEX_KEY_PATTERN,
     NO_VALUE,
     Commands,
     Emit,
     FencedError,
     Script,
-    ThreadKeys,
     blob_fields_of,
     channel_values,
     checkpoint_config,
@@ -68,10 +64,10 @@ from threadline.checkpoint.base import (
     metadata_matches,
     ns_range,
     split_member,
-    thread_id_of_index_key,
     thread_ns_id,
 )
 from threadline.checkpoint.cache import MISS, BlobCache
+from threadline.redis_keys import INDEX_KEY_PATTERN, ThreadKeys, thread_id_of_index_key
 
 Step = Script | Commands | Emit
 Op = Generator[Step, Any, Any]
@@ -272,10 +268,8 @@ return n
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
-        Timeouts are short so a stopped Redis is an error within a second and a paused one
-        within ~10 s, never a hang: connect 2 s, socket 5 s, one retry after 50 ms (for a
-        pooled connection Redis dropped; every write here is safe to repeat). :meth:`aclose`
-        closes the clients.
+        The clients follow :mod:`threadline.redis_client`'s timeout and retry policy (every
+        write here is safe to repeat). :meth:`aclose` closes them.
 
         Args:
             url: ``redis://`` or ``rediss://`` URL, with any db number.
@@ -284,17 +278,10 @@ return n
         Returns:
             The saver (no connection is made until the first call).
         """
-        options: dict[str, Any] = {
-            "socket_connect_timeout": 2,
-            "socket_timeout": 5,
-            "health_check_interval": 15,
-            "decode_responses": False,
-        }
-        backoff = ExponentialBackoff(cap=0.25, base=0.05)
         saver = cls(
-            aioredis.Redis.from_url(url, retry=AsyncRetry(backoff, retries=1), **options),
+            redis_client.async_client(url),
             ttl_seconds=ttl_seconds,
-            sync_client=redis.Redis.from_url(url, retry=Retry(backoff, retries=1), **options),
+            sync_client=redis_client.sync_client(url),
             cache_bytes=cache_bytes,
         )
         saver._owns_clients = True

@@ -21,16 +21,9 @@ import redis.exceptions
 from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from redisvl.exceptions import RedisVLError
 
-from threadline import urls
+from threadline import redis_client, urls
 from threadline.checkpoint.errors import StoreUnavailable
-from threadline.checkpoint.probe import ping_redis
 from threadline.config import CheckpointSettings
-
-# Seconds to wait for a TCP connection before reporting StoreUnavailable.
-CONNECT_TIMEOUT = 5.0
-# Seconds one command may take: a paused or partitioned Redis becomes an error, not a hang.
-# Longer than a connect: FT.SEARCH over a large index is slower than a plain GET.
-COMMAND_TIMEOUT = 10.0
 
 
 def ttl_config(ttl_seconds: int) -> dict[str, object]:
@@ -46,12 +39,10 @@ async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncRedisSa
         StoreUnavailable: Redis cannot be reached, refuses the credentials, or its index setup
             fails (no RedisJSON / RediSearch).
     """
-    await ping_redis(settings.redis_url, backend="redis-stack")
+    await redis_client.ping(settings.redis_url, backend="redis-stack")
     # Our own client (closed by us): the library's URL path builds one through a redisvl
-    # factory that warns on every call, and this way the connect timeout is ours too.
-    client = redis.asyncio.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=COMMAND_TIMEOUT
-    )
+    # factory that warns on every call, and this way the timeouts are ours too.
+    client = redis_client.async_client(settings.redis_url)
     saver = AsyncRedisSaver(redis_client=client, ttl=ttl_config(settings.redis_ttl))
     try:
         # What `async with AsyncRedisSaver(...)` does on enter; done by hand so a failure here
