@@ -52,3 +52,24 @@ def redis_stack_server() -> Iterator[RedisServer]:
     server = RedisServer(binary=binary, modules=modules).start()
     yield server
     server.close()
+
+
+# The kind of a test is its folder: tests/unit is `unit`, tests/integration `integration` …
+KINDS = ("unit", "integration", "chart", "chaos", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its folder's kind, and refuse one whose own marker says otherwise
+    (so `-m unit` selects exactly tests/unit, and a misfiled test is an error, not a surprise)."""
+    root = Path(__file__).parent
+    misfiled = []
+    for item in items:
+        folder = item.path.relative_to(root).parts[0]
+        if folder not in KINDS:
+            continue
+        marked = {m.name for m in item.iter_markers() if m.name in KINDS}
+        if marked - {folder}:
+            misfiled.append(f"{item.nodeid}: marked {sorted(marked)} but lives in tests/{folder}")
+        item.add_marker(folder)
+    if misfiled:
+        raise pytest.UsageError("tests whose marker contradicts their folder:\n" + "\n".join(misfiled))

@@ -1,6 +1,6 @@
 """The verdict on hand-built records: each kind of damage is reported as itself, and only so.
 
-The store-level counterpart (test_verdict.py) corrupts real threads in Redis.
+The store-level counterpart (tests/integration/test_verdict_store.py) corrupts real threads in Redis.
 """
 
 from __future__ import annotations

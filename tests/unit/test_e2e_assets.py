@@ -5,12 +5,14 @@ tests/unit/test_scripts.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from e2e.test_kind_chaos import unavailable
 
 pytestmark = pytest.mark.unit
 
@@ -52,3 +54,18 @@ def test_workflow_runs_make_kind_test_with_kind() -> None:
     assert any(str(step.get("uses", "")).startswith("helm/kind-action@") for step in steps)
     assert any("make kind-test" in str(step.get("run", "")) for step in steps)
     assert all(job.get("timeout-minutes") for job in workflow["jobs"].values())
+    kind_test = next(step for step in steps if "make kind-test" in str(step.get("run", "")))
+    assert kind_test.get("env", {}).get("E2E_REQUIRED") == "1", "the kind job must not skip green"
+
+
+@pytest.mark.skipif(unavailable() is None, reason="Docker and kind are here: the suite would run for real")
+def test_required_e2e_fails_without_docker() -> None:
+    """With E2E_REQUIRED=1 a machine without Docker/kind fails the suite instead of skipping it."""
+    env = {**os.environ, "E2E_REQUIRED": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "e2e", "-p", "no:cacheprovider",
+         str(ROOT / "tests/e2e")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "E2E_REQUIRED=1 but kind e2e cannot run" in result.stdout
