@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: help install install-python install-system run test test-fast bench bench-service lint image image-test chaos kind-test
+.PHONY: help install install-python install-system run test test-fast bench bench-service lint lock image image-test chaos kind-test
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -41,6 +41,11 @@ bench-service: install  ## service benchmark: turns/s and latency, redis vs redi
 lint: install-python  ## ruff
 	$(VENV)/bin/ruff check service tests scripts
 	$(VENV)/bin/ruff format --check service tests scripts
+
+LOCK_OUT ?= requirements.lock
+lock: install-python  ## re-pin service/requirements.lock (every runtime package, hashed) from pyproject
+	cd service && $(CURDIR)/$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
+	  --generate-hashes --custom-compile-command "make lock" -q -o $(LOCK_OUT)
 
 image:  ## build the service image (docker when present, else podman)
 	scripts/build-image.sh
