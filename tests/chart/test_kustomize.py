@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from test_render import check_crd, validate
@@ -13,7 +16,9 @@ from chart.bundle import (
     Obj,
     container_env,
     helm_template,
+    kubectl,
     kustomized,
+    load_docs,
     objects,
     one,
     pod_specs,
@@ -163,3 +168,42 @@ def test_kind() -> None:
     assert svc_secret["data"]["REDIS_PASSWORD"] == redis_secret["data"]["redis-password"]
     assert env["REDIS_PASSWORD"]["secretKeyRef"]["name"] == svc_secret["metadata"]["name"]
     assert redis["env"][0]["valueFrom"]["secretKeyRef"]["name"] == redis_secret["metadata"]["name"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_config_is_generated_so_a_change_rolls_the_pods(overlay: str) -> None:
+    """The ConfigMap's name carries a hash of its data and the Deployment refers to it by that
+    name: a changed value is a new name, hence a new pod template (kubectl rolls the pods)."""
+    docs = list(kustomized(overlay))
+    (config,) = objects(docs, "ConfigMap")
+    (ref,) = [s["configMapRef"]["name"] for s in service_container(docs)["envFrom"] if "configMapRef" in s]
+    assert ref == config["metadata"]["name"] and ref.startswith("threadline-")
+
+
+def test_an_overlay_config_change_renames_the_configmap(tmp_path: Path) -> None:
+    tree = tmp_path / "deployments"
+    shutil.copytree(REPO / "deployments", tree)
+    kustomization = tree / "overlays" / "dev" / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace("LOG_LEVEL=DEBUG", "LOG_LEVEL=INFO"))
+    before = one(kustomized("dev"), "ConfigMap")["metadata"]["name"]
+    after = load_docs(kubectl("kustomize", str(tree / "overlays" / "dev")).stdout)
+    (config,) = objects(after, "ConfigMap")
+    assert config["data"]["LOG_LEVEL"] == "INFO"
+    assert config["metadata"]["name"] != before
+    assert service_container(after)["envFrom"][0]["configMapRef"]["name"] == config["metadata"]["name"]
+
+
+def test_no_positional_patches() -> None:
+    """A JSON patch path with a list index (``env/2``) ties an overlay to the chart's render
+    order; patches address list items by name (strategic merge) instead."""
+    for path in (REPO / "deployments").rglob("*.yaml"):
+        for line in path.read_text().splitlines():
+            assert not re.search(r"path:\s*/\S*/\d+(/|\s|$)", line), f"{path}: {line.strip()}"
+
+
+def test_every_generated_file_has_its_values_beside_it() -> None:
+    """Overlay data lives in the overlays: each generated file renders from a sibling
+    ``*.values.yaml``, not from values written into the script."""
+    for generated in (REPO / "deployments").rglob("*.generated.yaml"):
+        name = generated.name.removesuffix(".generated.yaml")
+        assert (generated.parent / f"{name}.values.yaml").exists(), generated

@@ -79,6 +79,10 @@ def test_schema_rejects(sets: list[str], message: str) -> None:
         ),
         (["config.checkpointBackend=redis-stack"], "redis.checkpointDb"),
         (["redis.checkpointDb=0"], "redis.checkpointDb"),
+        (
+            ["config.checkpointBackend=redis-stack", "redis.checkpointDb=0", "redis.sessionDb=1"],
+            "config.checkpointBackend=redis-stack",
+        ),
         (["config.checkpointBackend=sqlite"], "config.checkpointBackend=sqlite"),
         (["config.sessionBackend=memory"], "config.sessionBackend=memory"),
         (["autoscaling.minReplicas=11"], "autoscaling.minReplicas"),
@@ -92,6 +96,20 @@ def test_guards_name_the_values_key(sets: list[str], key: str) -> None:
     proc = helm_template(sets=sets, check=False)
     assert proc.returncode != 0, f"{sets} rendered"
     assert key in proc.stderr
+
+
+def test_single_replica_redis_stack_renders() -> None:
+    docs = helm_template(
+        sets=[
+            "config.checkpointBackend=redis-stack",
+            "redis.checkpointDb=0",
+            "redis.sessionDb=1",
+            "autoscaling.enabled=false",
+            "replicaCount=1",
+        ]
+    )
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 1
 
 
 def test_single_replica_sqlite_renders() -> None:

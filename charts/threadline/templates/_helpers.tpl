@@ -283,6 +283,11 @@ the values key to change.
 {{- if and $multi (eq $v.config.checkpointBackend "postgres") }}
 {{- fail "config.checkpointBackend=postgres serializes turns only within one process (the cross-replica turn lease needs the redis backends): set replicaCount=1 and autoscaling.enabled=false" }}
 {{- end }}
+{{- /* redis-stack shares the lease but its saver cannot check the fencing token, so a paused
+       replica could fork a thread: one replica only (adr/0002). */}}
+{{- if and $multi (eq $v.config.checkpointBackend "redis-stack") }}
+{{- fail "config.checkpointBackend=redis-stack cannot fence checkpoint writes across replicas: set replicaCount=1 and autoscaling.enabled=false, or use redis" }}
+{{- end }}
 {{- if and $multi (eq $v.config.sessionBackend "memory") }}
 {{- fail "config.sessionBackend=memory keeps sessions in one pod: set replicaCount=1 and autoscaling.enabled=false, or use redis" }}
 {{- end }}
