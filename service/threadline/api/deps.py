@@ -45,28 +45,43 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 SessionsDep = Annotated[SessionStore, Depends(get_sessions)]
 
 
-async def get_principal(
-    runtime: RuntimeDep,
-    authorization: Annotated[str | None, Header()] = None,
-    x_api_key: Annotated[str | None, Header()] = None,
-) -> str:
-    """The caller, from ``X-API-Key`` or a session's ``Authorization: Bearer`` token."""
+# Where the middleware leaves the principal it authenticated before reading the body.
+PRINCIPAL_SCOPE_KEY = "threadline.principal"
+
+
+def _unauthenticated(message: str) -> ApiError:
+    return ApiError(401, "unauthenticated", message, {"WWW-Authenticate": "Bearer"})
+
+
+async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: str | None) -> str:
+    """The caller, from ``X-API-Key`` or a session's ``Authorization: Bearer`` token.
+
+    Raises:
+        ApiError: 401 without credentials or with bad ones; 503 while the session store is
+            not open. Store errors are raised as they come.
+    """
     if x_api_key:
         principal = runtime.api_keys.principal(x_api_key)
     elif authorization and authorization[:7].lower() == "bearer ":
         principal = await (await get_sessions(runtime)).principal(authorization[7:].strip())
     else:
-        raise ApiError(
-            401,
-            "unauthenticated",
-            "send X-API-Key or Authorization: Bearer <session token>",
-            {"WWW-Authenticate": "Bearer"},
-        )
+        raise _unauthenticated("send X-API-Key or Authorization: Bearer <session token>")
     if principal is None:
-        raise ApiError(
-            401, "unauthenticated", "unknown API key or expired session", {"WWW-Authenticate": "Bearer"}
-        )
+        raise _unauthenticated("unknown API key or expired session")
     return principal
+
+
+async def get_principal(
+    request: Request,
+    runtime: RuntimeDep,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> str:
+    """The caller; already known when the middleware authenticated it before the body."""
+    known = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
+    if known is not None:
+        return known
+    return await authenticate(runtime, authorization, x_api_key)
 
 
 Principal = Annotated[str, Depends(get_principal)]

@@ -11,6 +11,8 @@ from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
 from threadline.stores import STORE_ERRORS
 
 router = APIRouter(tags=["health"])
+# Mounted on the API port only when METRICS_PORT is unset (threadline.server serves it there).
+metrics_router = APIRouter(tags=["health"])
 
 
 @router.get("/livez")
@@ -36,6 +38,6 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     return JSONResponse({"status": "ready", "replica": runtime.replica})
 
 
-@router.get("/metrics", include_in_schema=False)
+@metrics_router.get("/metrics", include_in_schema=False)
 async def prometheus_metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -15,7 +15,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from threadline import metrics
 from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
-from threadline.api.errors import DOMAIN_ERRORS, ApiError
+from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
+from threadline.runtime import Runtime
 from threadline.stores import STORE_ERRORS
 from threadline.turns import RunningTurn, TurnResult
 
@@ -110,17 +111,22 @@ async def post_message(
         result = await conversations.run_turn(thread_id, principal, message_id, body.content)
         return _turn_body(result, runtime.replica)
 
+    # Each stream holds a connection, a task and a model call for its whole length: past
+    # MAX_STREAMS per replica, 503 (another replica, or a moment later, will do).
+    if not runtime.open_stream():
+        raise unavailable("this replica streams as many replies as it may; retry")
     # Take the lease (and check ownership and idempotency) before answering, so a busy thread
     # or a missing one is an HTTP status, not an event inside a 200 stream.
     turn = RunningTurn(conversations.stream_turn(thread_id, principal, message_id, body.content))
     try:
         first = await turn.next()
     except BaseException:
+        runtime.close_stream()
         await turn.cancel()
         raise
     server = runtime.settings.server
     return EventSourceResponse(
-        _events(first, turn, runtime.replica),
+        _events(first, turn, runtime),
         ping=server.sse_keepalive_seconds,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
         # On SIGTERM the replica drains first (threadline.server); give streams that long.
@@ -130,10 +136,11 @@ async def post_message(
 
 
 async def _events(
-    first: str | TurnResult | None, turn: RunningTurn, replica: str
+    first: str | TurnResult | None, turn: RunningTurn, runtime: Runtime
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream of one turn. A client that goes away cancels this generator, which
-    cancels the turn and with it the model call."""
+    cancels the turn and with it the model call. Gives back the stream slot at its end."""
+    replica = runtime.replica
     metrics.ACTIVE_STREAMS.inc()
     try:
         item = first
@@ -150,5 +157,6 @@ async def _events(
         log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
         yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
     finally:
+        runtime.close_stream()
         await turn.cancel()
         metrics.ACTIVE_STREAMS.dec()
