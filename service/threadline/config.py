@@ -110,6 +110,8 @@ class SessionSettings(_Group):
     redis_url: str = Field(default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL"))
     redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
     ttl_seconds: int = Field(default=3600, gt=0)
+    # A session ends this long after it was minted, however often it is used (ADR 0006).
+    max_lifetime_seconds: int = Field(default=86400, gt=0)
     # ``principal:sha256hex`` entries, comma-separated.
     api_keys: str = Field(default="", validation_alias=AliasChoices("API_KEYS"))
 

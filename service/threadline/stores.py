@@ -67,12 +67,13 @@ class Stores:
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
         sessions: SessionStore
-        if settings.session.backend == "redis":
+        session = settings.session
+        if session.backend == "redis":
             sessions = RedisSessionStore(
-                async_client(settings.session.redis_url), settings.session.ttl_seconds
+                async_client(session.redis_url), session.ttl_seconds, session.max_lifetime_seconds
             )
         else:
-            sessions = MemorySessionStore(settings.session.ttl_seconds)
+            sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
         stores = cls(checkpointer, lease, sessions)
         await stores.ping()

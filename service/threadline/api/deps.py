@@ -49,8 +49,15 @@ SessionsDep = Annotated[SessionStore, Depends(get_sessions)]
 PRINCIPAL_SCOPE_KEY = "threadline.principal"
 
 
-def _unauthenticated(message: str) -> ApiError:
+def unauthenticated(message: str) -> ApiError:
     return ApiError(401, "unauthenticated", message, {"WWW-Authenticate": "Bearer"})
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, else None."""
+    if authorization and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return None
 
 
 async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: str | None) -> str:
@@ -62,12 +69,16 @@ async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: s
     """
     if x_api_key:
         principal = runtime.api_keys.principal(x_api_key)
-    elif authorization and authorization[:7].lower() == "bearer ":
-        principal = await (await get_sessions(runtime)).principal(authorization[7:].strip())
+    elif (token := bearer_token(authorization)) is not None:
+        session = await (await get_sessions(runtime)).lookup(token)
+        # The key that minted the session must still be configured, for the same principal:
+        # removing a key from API_KEYS revokes its sessions.
+        valid = session is not None and runtime.api_keys.owner(session.key_digest) == session.principal
+        principal = session.principal if valid else None
     else:
-        raise _unauthenticated("send X-API-Key or Authorization: Bearer <session token>")
+        raise unauthenticated("send X-API-Key or Authorization: Bearer <session token>")
     if principal is None:
-        raise _unauthenticated("unknown API key or expired session")
+        raise unauthenticated("unknown API key or expired session")
     return principal
 
 
