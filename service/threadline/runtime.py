@@ -60,7 +60,12 @@ class Runtime:
                 continue
             stack.push_async_callback(attempt.aclose)
             self.stores = stores
-            self.conversations = Conversations(build_graph(self.model, stores.checkpointer), stores.lease)
+            self.conversations = Conversations(
+                build_graph(self.model, stores.checkpointer),
+                stores.lease,
+                stores.quotas,
+                turn_timeout=self.settings.turn.timeout_seconds,
+            )
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 

@@ -67,9 +67,10 @@ async def list_checkpoints(
     thread_id: ThreadId,
     principal: Principal,
     conversations: ConversationsDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
 ) -> dict:
-    """The thread's checkpoint history, newest first."""
+    """The thread's checkpoint history, newest first: ids, parent, step, source and time, from
+    the checkpoints' metadata (at most 100 per request)."""
     return {
         "thread_id": thread_id,
         "checkpoints": await conversations.checkpoints(thread_id, principal, limit),
