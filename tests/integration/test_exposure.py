@@ -3,6 +3,9 @@ lives on its own port only; with DOCS_ENABLED=false there is no /docs, /redoc or
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
@@ -29,3 +32,24 @@ def test_metrics_and_docs_stay_on_the_api_port_by_default(redis_server, start_re
     replica = start_replica(redis_env(redis_server), name="exposure-default")
     assert "threadline_" in httpx.get(f"{replica.url}/metrics").text
     assert httpx.get(f"{replica.url}/openapi.json").status_code == 200
+
+
+def test_the_keyless_helm_test_smoke(redis_server, start_replica):
+    """What the chart's default helm test runs (no key in the service for it, adr/0006)."""
+    replica = start_replica(redis_env(redis_server), name="keyless-smoke")
+    run = subprocess.run(
+        [sys.executable, "-m", "threadline", "smoke", "--url", replica.url, "--no-key"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "requests without credentials refused" in run.stdout
+    # And it fails against something that is not the service.
+    bad = subprocess.run(
+        [sys.executable, "-m", "threadline", "smoke", "--url", f"http://127.0.0.1:{free_port()}", "--no-key"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1
