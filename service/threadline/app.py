@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack
 from fastapi import FastAPI
 
 from threadline import __version__
-from threadline.api import errors, health, sessions, threads
+from threadline.api import errors, health, openapi, sessions, threads
 from threadline.api.middleware import ServiceMiddleware
 from threadline.config import Settings
 from threadline.runtime import Runtime
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
     errors.install(app)
+    openapi.install(app)
     app.include_router(health.router)
     if server.metrics_port is None:
         app.include_router(health.metrics_router)

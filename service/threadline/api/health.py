@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from threadline.api.deps import RuntimeDep
 from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
+from threadline.api.openapi import error_responses
 from threadline.stores import STORE_ERRORS
 
 router = APIRouter(tags=["health"])
@@ -21,7 +22,7 @@ async def livez() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses=error_responses(503))
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """200 when every store answers and the replica is not draining; else 503."""
     retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}

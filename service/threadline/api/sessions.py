@@ -9,6 +9,7 @@ from pydantic import BaseModel, StrictStr
 
 from threadline.api.deps import RuntimeDep, SessionsDep, bearer_token, unauthenticated
 from threadline.api.errors import ApiError
+from threadline.api.openapi import error_responses
 from threadline.auth import hash_key
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -24,7 +25,7 @@ class SessionOut(BaseModel):
     expires_in: int
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(401))
 async def create_session(body: SessionIn, runtime: RuntimeDep, sessions: SessionsDep) -> SessionOut:
     """A session for the API key's principal, bound to that key: removing the key from
     ``API_KEYS`` ends it."""
@@ -38,7 +39,7 @@ async def create_session(body: SessionIn, runtime: RuntimeDep, sessions: Session
     )
 
 
-@router.delete("", status_code=204)
+@router.delete("", status_code=204, responses=error_responses(401))
 async def delete_session(
     sessions: SessionsDep, authorization: Annotated[str | None, Header()] = None
 ) -> Response:

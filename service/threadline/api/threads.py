@@ -16,6 +16,7 @@ from threadline import metrics
 from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
+from threadline.api.openapi import error_responses
 from threadline.runtime import Runtime
 from threadline.stores import STORE_ERRORS
 from threadline.turns import RunningTurn, TurnResult
@@ -52,17 +53,17 @@ def _turn_body(result: TurnResult, replica: str) -> dict[str, Any]:
     }
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(429))
 async def create_thread(principal: Principal, conversations: ConversationsDep) -> ThreadCreated:
     return ThreadCreated(thread_id=await conversations.create_thread(principal))
 
 
-@router.get("/{thread_id}")
+@router.get("/{thread_id}", responses=error_responses(400, 404))
 async def get_thread(thread_id: ThreadId, principal: Principal, conversations: ConversationsDep) -> dict:
     return await conversations.thread(thread_id, principal)
 
 
-@router.get("/{thread_id}/checkpoints")
+@router.get("/{thread_id}/checkpoints", responses=error_responses(400, 404))
 async def list_checkpoints(
     thread_id: ThreadId,
     principal: Principal,
@@ -77,7 +78,7 @@ async def list_checkpoints(
     }
 
 
-@router.delete("/{thread_id}", status_code=204)
+@router.delete("/{thread_id}", status_code=204, responses=error_responses(400, 404, 409))
 async def delete_thread(
     thread_id: ThreadId, principal: Principal, conversations: ConversationsDep
 ) -> Response:
@@ -87,7 +88,10 @@ async def delete_thread(
 
 @router.post(
     "/{thread_id}/messages",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "the reply (JSON or SSE)"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "the reply (JSON or SSE)"},
+        **error_responses(400, 404, 409, 413, 429, 503, 504),
+    },
 )
 async def post_message(
     thread_id: ThreadId,
