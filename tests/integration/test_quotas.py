@@ -9,6 +9,10 @@ import time
 import pytest
 import redis
 
+from threadline.config import QuotaSettings
+from threadline.quotas import QuotaExceeded, RedisQuotas
+from threadline.redis_client import async_client
+
 from client import API_KEY, OTHER_KEY, Client
 from servers import RedisServer, redis_env
 
@@ -79,3 +83,25 @@ def test_startup_warns_when_the_checkpoint_redis_evicts(start_replica, policy, w
         assert ("evicts keys" in replica.logs()) is warned
     finally:
         server.close()
+
+
+async def test_expired_threads_stop_counting(fresh_redis):
+    """A thread idle past the checkpoint TTL is gone with its data; it must not hold a slot."""
+    clock = [1_000_000.0]
+    client = async_client(fresh_redis.url(1))
+    quotas = RedisQuotas(
+        client, QuotaSettings(threads_per_principal=2), ttl_seconds=100, clock=lambda: clock[0]
+    )
+    try:
+        await quotas.reserve_thread("alice", "t1")
+        clock[0] += 60
+        await quotas.reserve_thread("alice", "t2")
+        with pytest.raises(QuotaExceeded):
+            await quotas.reserve_thread("alice", "t3")
+        clock[0] += 50  # t1 idle 110 s > ttl; t2 idle 50 s
+        await quotas.add_message_bytes("alice", "t2", 5)  # activity keeps t2 counting
+        await quotas.reserve_thread("alice", "t3")
+        with pytest.raises(QuotaExceeded):
+            await quotas.reserve_thread("alice", "t4")
+    finally:
+        await client.aclose()
