@@ -105,8 +105,9 @@ class HeaderLimitedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # its headers are in: super() starts it
         super().on_response_complete()
-        if not self.transport.is_closing():
+        if not pipelined and not self.transport.is_closing():
             self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -373,6 +373,10 @@ class RunningTurn:
             self._items.put_nowait(exc)
         finally:
             self._items.put_nowait(self._END)
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the turn's task has ended, however it ended."""
+        self._task.add_done_callback(lambda _: callback())
 
     async def next(self) -> str | TurnResult | None:
         """The next token or the result; None when the turn is over.

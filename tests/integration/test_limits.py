@@ -207,3 +207,24 @@ def test_streams_past_max_streams_get_503_and_slots_come_back(redis_server, star
             pass
     # The first stream's slot is free again.
     assert alice.stream(second, "now me").done() is not None
+
+
+def test_a_pipelined_request_outliving_the_header_deadline_is_not_cut(redis_server, start_replica):
+    """The header deadline restarts after a response only when no pipelined request is already
+    in: a slow second request (~2.4 s of SSE) on a 1 s deadline must finish."""
+    slow = start_replica(
+        redis_env(redis_server, HTTP_HEADER_TIMEOUT_SECONDS="1", MODEL_TOKEN_DELAY_MS="300"), name="pipelined"
+    )
+    thread = Client(slow.url, API_KEY).new_thread()
+    body = b'{"content": "one two three four five"}'
+    sock = _connect(slow)
+    sock.sendall(
+        b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n"
+        + f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: t\r\nX-API-Key: {API_KEY}\r\n"
+        f"Accept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Connection: close\r\n\r\n".encode()
+        + body
+    )
+    response = _read_response(sock)
+    assert response.count(b"HTTP/1.1 200") == 2, response[:300]
+    assert b"event: done" in response

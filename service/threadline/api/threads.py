@@ -17,7 +17,6 @@ from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
 from threadline.api.openapi import error_responses
-from threadline.runtime import Runtime
 from threadline.stores import STORE_ERRORS
 from threadline.turns import RunningTurn, TurnResult
 
@@ -123,15 +122,17 @@ async def post_message(
     # Take the lease (and check ownership and idempotency) before answering, so a busy thread
     # or a missing one is an HTTP status, not an event inside a 200 stream.
     turn = RunningTurn(conversations.stream_turn(thread_id, principal, message_id, body.content))
+    # Tied to the turn's task, which always ends (done, failed or cancelled), even when the
+    # response never starts iterating _events.
+    turn.add_done_callback(runtime.close_stream)
     try:
         first = await turn.next()
     except BaseException:
-        runtime.close_stream()
         await turn.cancel()
         raise
     server = runtime.settings.server
     return EventSourceResponse(
-        _events(first, turn, runtime),
+        _events(first, turn, runtime.replica),
         ping=server.sse_keepalive_seconds,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
         # On SIGTERM the replica drains first (threadline.server); give streams that long.
@@ -141,11 +142,10 @@ async def post_message(
 
 
 async def _events(
-    first: str | TurnResult | None, turn: RunningTurn, runtime: Runtime
+    first: str | TurnResult | None, turn: RunningTurn, replica: str
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream of one turn. A client that goes away cancels this generator, which
-    cancels the turn and with it the model call. Gives back the stream slot at its end."""
-    replica = runtime.replica
+    cancels the turn and with it the model call."""
     metrics.ACTIVE_STREAMS.inc()
     try:
         item = first
@@ -162,6 +162,5 @@ async def _events(
         log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
         yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
     finally:
-        runtime.close_stream()
         await turn.cancel()
         metrics.ACTIVE_STREAMS.dec()
