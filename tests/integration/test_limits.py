@@ -228,3 +228,26 @@ def test_a_pipelined_request_outliving_the_header_deadline_is_not_cut(redis_serv
     response = _read_response(sock)
     assert response.count(b"HTTP/1.1 200") == 2, response[:300]
     assert b"event: done" in response
+
+
+def test_a_body_the_route_does_not_read_closes_the_connection(replica):
+    """POST /v1/threads takes no body: answered at once, and the connection closed rather than
+    left to swallow a 300 MB upload nobody reads."""
+    results: list = []
+    sock = _connect(replica)
+    sent = 0
+    try:
+        sock.sendall(
+            f"POST /v1/threads HTTP/1.1\r\nHost: t\r\nX-API-Key: {API_KEY}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        piece = b"10000\r\n" + b"x" * 65536 + b"\r\n"
+        while sent < 300 * 1024 * 1024:
+            sock.sendall(piece)
+            sent += 65536
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    results.append(_read_response(sock))
+    assert _status(results[0]) == 201
+    assert b"connection: close" in results[0].lower()
+    assert sent < 32 * 1024 * 1024

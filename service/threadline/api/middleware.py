@@ -65,6 +65,8 @@ class ServiceMiddleware:
         started = time.monotonic()
         status = 500
         answered = False  # the middleware sent its own response; drop what the app sends after
+        headers = dict(scope["headers"])
+        has_body = _carries_body(scope, headers)
 
         async def send_with_replica(message: Message) -> None:
             nonlocal status
@@ -72,7 +74,12 @@ class ServiceMiddleware:
                 return
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-replica", self.replica)]
+                extra = [(b"x-replica", self.replica)]
+                if has_body and not body_done:
+                    # A route that answers without reading the body: close the connection
+                    # rather than let the client go on sending what nobody reads.
+                    extra.append((b"connection", b"close"))
+                message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
         async def refuse(error: ApiError) -> None:
@@ -108,12 +115,11 @@ class ServiceMiddleware:
             return message
 
         try:
-            headers = dict(scope["headers"])
             length = headers.get(b"content-length", b"0")
             if length.isdigit() and int(length) > self.max_body_bytes:
                 await refuse(_too_large(self.max_body_bytes))
                 return
-            if _carries_body(scope, headers) and scope["path"] not in PUBLIC_BODY_PATHS:
+            if has_body and scope["path"] not in PUBLIC_BODY_PATHS:
                 try:
                     scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = await authenticate(
                         self.runtime,

@@ -34,8 +34,11 @@ async def create_session(body: SessionIn, runtime: RuntimeDep, sessions: Session
     if principal is None:
         raise ApiError(401, "unauthenticated", "unknown API key")
     token = await sessions.create(principal, digest)
+    settings = runtime.settings.session
     return SessionOut(
-        session_token=token, principal=principal, expires_in=runtime.settings.session.ttl_seconds
+        session_token=token,
+        principal=principal,
+        expires_in=min(settings.ttl_seconds, settings.max_lifetime_seconds),
     )
 
 
