@@ -4,8 +4,9 @@ covered without touching this file) against a real replica over a socket, and ch
 answer is a 5xx, every status is documented, and every body matches its documented schema.
 
 Bounded: ``TOTAL_CASES`` spread over the operations, the same ones every run (9 operations
-today: 1306 cases, 10-25 s here; about a minute at worst on a loaded 2-core machine). Half the cases
-carry a valid API key, so they get past authentication into the routes; the rest exercise it.
+today: 1306 cases, 10-25 s here; about a minute at worst on a loaded 2-core machine). Half
+the cases carry a valid API key, so they get past authentication into the routes; the rest
+exercise it.
 """
 
 from __future__ import annotations
