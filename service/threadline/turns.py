@@ -226,6 +226,8 @@ class Conversations:
             )
             before = found.config
             del found  # drop the decoded values before the next read
+        if not history:  # every thread has its creation checkpoint: deleted (the owner was cached)
+            raise ThreadNotFound(thread_id)
         return history
 
     async def delete(self, thread_id: str, principal: str) -> None:

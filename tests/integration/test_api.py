@@ -112,6 +112,7 @@ def test_checkpoint_history_newest_first_and_delete(alice, redis_server):
     assert thread_keys(redis_server, thread)
     assert alice.http.delete(f"/v1/threads/{thread}").status_code == 204
     assert alice.http.get(f"/v1/threads/{thread}").status_code == 404
+    assert alice.http.get(f"/v1/threads/{thread}/checkpoints").status_code == 404
     # Only the fence counter may outlive the thread (it keeps tokens monotonic; it has a TTL).
     assert [k for k in thread_keys(redis_server, thread) if not k.endswith(b":fence")] == []
 
