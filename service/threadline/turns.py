@@ -181,7 +181,9 @@ class Conversations:
             # The owner is stored in the thread's own state: it lives and dies with the thread.
             await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
         except BaseException:
-            await self.quotas.release_thread(principal, thread_id)
+            # Best effort: if the store is away the slot frees itself after the checkpoint TTL.
+            with contextlib.suppress(Exception):
+                await self.quotas.release_thread(principal, thread_id)
             raise
         self._remember_owner(thread_id, principal)
         return thread_id
