@@ -74,12 +74,13 @@ class ServiceMiddleware:
                 return
             if message["type"] == "http.response.start":
                 status = message["status"]
-                extra = [(b"x-replica", self.replica)]
-                if has_body and not body_done:
+                sent = list(message.get("headers", []))
+                sent.append((b"x-replica", self.replica))
+                if has_body and not body_done and all(k.lower() != b"connection" for k, _ in sent):
                     # A route that answers without reading the body: close the connection
                     # rather than let the client go on sending what nobody reads.
-                    extra.append((b"connection", b"close"))
-                message["headers"] = [*message.get("headers", []), *extra]
+                    sent.append((b"connection", b"close"))
+                message["headers"] = sent
             await send(message)
 
         async def refuse(error: ApiError) -> None:
