@@ -3,6 +3,7 @@
 threadline serve [--host H] [--port P]   run the service
 threadline hash-key [KEY]                print the sha256 hex for API_KEYS (KEY or stdin)
 threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY)
+threadline smoke --url URL --no-key      readiness and a 401 without credentials
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke = sub.add_parser("smoke", help="run a two-turn conversation against a running service")
     smoke.add_argument("--url", required=True)
     smoke.add_argument("--any-model", action="store_true", help="check turn numbers only")
+    smoke.add_argument("--no-key", action="store_true", help="no API key: readiness and a 401 only")
     args = parser.parse_args(argv)
 
     if args.command == "hash-key":
@@ -34,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         print(digest(key))
         return 0
     if args.command == "smoke":
-        from threadline.smoke import run_smoke
+        from threadline.smoke import run_keyless_smoke, run_smoke
 
+        if args.no_key:
+            return run_keyless_smoke(args.url)
         return run_smoke(args.url, os.environ.get("THREADLINE_API_KEY", ""), args.any_model)
 
     from threadline import logs

@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack
 from fastapi import FastAPI
 
 from threadline import __version__
-from threadline.api import errors, health, sessions, threads
+from threadline.api import errors, health, openapi, sessions, threads
 from threadline.api.middleware import ServiceMiddleware
 from threadline.config import Settings
 from threadline.runtime import Runtime
@@ -50,20 +50,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await connector
 
+    server = runtime.settings.server
+    docs = {} if server.docs_enabled else {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(
         title="threadline",
         version=__version__,
         summary="LangGraph conversations whose state survives anything",
         lifespan=lifespan,
+        **docs,
     )
     app.state.runtime = runtime
     errors.install(app)
+    openapi.install(app)
     app.include_router(health.router)
+    if server.metrics_port is None:
+        app.include_router(health.metrics_router)
     app.include_router(sessions.router)
     app.include_router(threads.router)
     app.add_middleware(
         ServiceMiddleware,
-        replica=runtime.replica,
-        max_body_bytes=4 * runtime.settings.server.max_message_bytes + 4096,
+        runtime=runtime,
+        max_body_bytes=4 * server.max_message_bytes + 4096,
+        body_timeout=server.http_body_timeout_seconds,
     )
     return app

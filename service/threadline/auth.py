@@ -22,9 +22,13 @@ class ApiKeys:
 
     def principal(self, raw_key: str) -> str | None:
         """The principal whose key this is, or None."""
-        presented = hash_key(raw_key)
+        return self.owner(hash_key(raw_key))
+
+    def owner(self, digest: str) -> str | None:
+        """The principal of the configured key whose SHA-256 hex is ``digest``, or None (the key
+        is not, or no longer, in ``API_KEYS``)."""
         found = None
-        for digest, principal in self._hashes.items():  # no early exit: constant time
-            if hmac.compare_digest(presented, digest):
+        for configured, principal in self._hashes.items():  # no early exit: constant time
+            if hmac.compare_digest(digest, configured):
                 found = principal
         return found

@@ -110,6 +110,8 @@ class SessionSettings(_Group):
     redis_url: str = Field(default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL"))
     redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
     ttl_seconds: int = Field(default=3600, gt=0)
+    # A session ends this long after it was minted, however often it is used (ADR 0006).
+    max_lifetime_seconds: int = Field(default=86400, gt=0)
     # ``principal:sha256hex`` entries, comma-separated.
     api_keys: str = Field(default="", validation_alias=AliasChoices("API_KEYS"))
 
@@ -150,6 +152,22 @@ class TurnSettings(_Group):
 
     lease_seconds: float = Field(default=10.0, gt=0)
     lease_wait_seconds: float = Field(default=5.0, ge=0)
+    # A turn (model call included) running longer than this is cancelled and its lease released:
+    # a hung provider must not hold a thread forever. 120 s covers long tool-using turns.
+    timeout_seconds: float = Field(default=120.0, gt=0)
+
+
+class QuotaSettings(_Group):
+    """Per-tenant limits on what is stored (``QUOTA_*``, ADR 0006); 0 turns a limit off."""
+
+    model_config = SettingsConfigDict(env_prefix="QUOTA_", extra="ignore")
+
+    # Live threads per principal (a thread stops counting when deleted or expired).
+    threads_per_principal: int = Field(default=1000, ge=0)
+    # Bytes of the messages clients send to one thread (UTF-8). Checkpoints store the message
+    # list again at every turn, so 1 MiB of messages is ~100 MiB of Redis (issue 10: 40 turns of
+    # 32 KB grew Redis by 123 MiB); with CHECKPOINT_KEEP_LAST it stays ~linear.
+    thread_bytes: int = Field(default=1024 * 1024, ge=0)
 
 
 class ModelSettings(_Group):
@@ -184,6 +202,28 @@ class ServerSettings(_Group):
         default_factory=lambda: os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Serve /metrics on this port instead of the API port (the chart sets it: 9090).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # /docs, /redoc and /openapi.json; the chart turns them off.
+    docs_enabled: bool = True
+    # Abuse limits (ADR 0006). Open connections per replica before uvicorn answers 503.
+    http_max_connections: int = Field(default=1000, gt=0)
+    # A connection must deliver its request line and headers within this, and at most
+    # http_max_header_bytes of them; else it is closed (slowloris).
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    http_max_header_bytes: int = Field(default=64 * 1024, ge=4096)
+    # The whole request body must arrive within this (the cap is ~135 KB: 13.5 KB/s suffices).
+    http_body_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Idle keep-alive connections are closed after this.
+    http_keepalive_seconds: int = Field(default=5, gt=0)
+    # Concurrent SSE replies per replica; one more is answered 503.
+    max_streams: int = Field(default=200, gt=0)
+
+    @model_validator(mode="after")
+    def _metrics_port_apart(self) -> ServerSettings:
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise ValueError("metrics_port: must differ from PORT (unset it to serve /metrics on PORT)")
+        return self
 
 
 # Environment prefix of each group, for naming the variable in error messages.
@@ -193,6 +233,7 @@ _PREFIXES: dict[type[BaseSettings], str] = {
     TurnSettings: "TURN_",
     ModelSettings: "MODEL_",
     ServerSettings: "",
+    QuotaSettings: "QUOTA_",
 }
 _ALIASES = {
     (SessionSettings, "redis_url"): "REDIS_URL",
@@ -243,12 +284,14 @@ class Settings:
         turn: TurnSettings,
         model: ModelSettings,
         server: ServerSettings,
+        quota: QuotaSettings | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.session = session
         self.turn = turn
         self.model = model
         self.server = server
+        self.quota = quota or QuotaSettings()
 
     @classmethod
     def load(cls) -> Settings:
@@ -263,6 +306,7 @@ class Settings:
             turn=load(TurnSettings),
             model=load(ModelSettings),
             server=load(ServerSettings),
+            quota=load(QuotaSettings),
         )
         settings.session.api_key_hashes()  # validate API_KEYS now, not on first request
         return settings

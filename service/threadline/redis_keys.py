@@ -14,7 +14,10 @@ key                 type    holds
 ``tl:{T}:w``        HASH    pending-write records
 ``tl:{T}:lease``    STRING  the turn lease token (:mod:`threadline.lease`), PEXPIREd
 ``tl:{T}:fence``    STRING  ``INCR`` counter lease tokens are minted from
-``tl:session:<h>``  STRING  principal of the session whose token hashes to ``h``
+``tl:{T}:bytes``    STRING  message bytes clients sent to the thread (:mod:`threadline.quotas`)
+``tl:session:<h>``  HASH    the session whose token hashes to ``h``: principal, key digest,
+                            absolute deadline (:mod:`threadline.sessions`)
+``tl:p:{P}:threads`` ZSET   live threads of principal ``P``, scored by last activity (ms)
 ==================  ======  ==============================================================
 """
 
@@ -38,6 +41,17 @@ def lease_key(thread_id: str) -> str:
 def fence_counter_key(thread_id: str) -> str:
     """The ``INCR`` counter lease tokens of ``thread_id`` are minted from."""
     return f"{thread_tag(thread_id)}:fence"
+
+
+def thread_bytes_key(thread_id: str) -> str:
+    """The quota counter of message bytes sent to ``thread_id`` (not checkpoint data: the
+    saver's ``delete_thread`` leaves it; the quota's ``release_thread`` deletes it)."""
+    return f"{thread_tag(thread_id)}:bytes"
+
+
+def principal_threads_key(principal: str) -> str:
+    """The ZSET of ``principal``'s live threads (quota ``QUOTA_THREADS_PER_PRINCIPAL``)."""
+    return f"{PREFIX}:p:{{{principal}}}:threads"
 
 
 def session_key(token_digest: str) -> str:

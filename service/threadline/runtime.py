@@ -30,6 +30,18 @@ class Runtime:
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.draining = False
+        self.streams = 0  # SSE replies open now, at most settings.server.max_streams
+
+    def open_stream(self) -> bool:
+        """Take one of the replica's stream slots; False when all are taken."""
+        if self.streams >= self.settings.server.max_streams:
+            return False
+        self.streams += 1
+        return True
+
+    def close_stream(self) -> None:
+        """Give back a slot taken by :meth:`open_stream`."""
+        self.streams -= 1
 
     async def connect(self, stack: AsyncExitStack) -> None:
         """Open the stores, retrying with back-off until they answer (or the app stops)."""
@@ -48,7 +60,12 @@ class Runtime:
                 continue
             stack.push_async_callback(attempt.aclose)
             self.stores = stores
-            self.conversations = Conversations(build_graph(self.model, stores.checkpointer), stores.lease)
+            self.conversations = Conversations(
+                build_graph(self.model, stores.checkpointer),
+                stores.lease,
+                stores.quotas,
+                turn_timeout=self.settings.turn.timeout_seconds,
+            )
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 

@@ -1,5 +1,15 @@
-"""uvicorn with a drain: SIGTERM turns readiness 503 at once, lets in-flight turns and streams
-finish for up to ``DRAIN_SECONDS``, then shuts down. A second signal exits at once."""
+"""uvicorn with a drain and connection limits.
+
+Drain: SIGTERM turns readiness 503 at once, lets in-flight turns and streams finish for up to
+``DRAIN_SECONDS``, then shuts down. A second signal exits at once.
+
+Limits (ADR 0006): at most ``HTTP_MAX_CONNECTIONS`` open connections (uvicorn answers 503 past
+it); a connection must deliver its request line and headers within
+``HTTP_HEADER_TIMEOUT_SECONDS`` and ``HTTP_MAX_HEADER_BYTES`` (uvicorn has no such limit with
+httptools: an idle socket or a header sent a byte at a time stayed open indefinitely); idle
+keep-alive connections close after ``HTTP_KEEPALIVE_SECONDS``. Body limits are the app's
+(:mod:`threadline.api.middleware`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +18,9 @@ import logging
 import signal
 from types import FrameType
 
+import prometheus_client
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from threadline.app import create_app
 from threadline.config import Settings
@@ -40,15 +52,97 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(settings: Settings, host: str, port: int) -> None:
-    app = create_app(settings)
-    config = uvicorn.Config(
+class HeaderLimitedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a byte cap on each request's headers.
+
+    The deadline runs from the connection's start, and again from the end of each response,
+    until the next request's headers are complete; the bytes counted are those that arrived
+    before the headers were complete.
+    """
+
+    header_timeout: float = 10.0
+    max_header_bytes: int = 64 * 1024
+
+    _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+    _TOO_LARGE = (
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+    )
+
+    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def, override]
+        super().connection_made(transport)
+        self._awaiting_headers = False
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._await_headers()
+
+    def _await_headers(self) -> None:
+        self._awaiting_headers = True
+        self._header_bytes = 0
+        self._stop_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._refuse, self._TIMED_OUT)
+
+    def _stop_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _refuse(self, response: bytes) -> None:
+        self._stop_header_timer()
+        if self._awaiting_headers and not self.transport.is_closing():
+            self.transport.write(response)
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        awaiting = self._awaiting_headers
+        super().data_received(data)
+        if awaiting and self._awaiting_headers:  # this chunk did not complete the headers
+            self._header_bytes += len(data)
+            if self._header_bytes > self.max_header_bytes:
+                self._refuse(self._TOO_LARGE)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_headers = False
+        self._stop_header_timer()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # its headers are in: super() starts it
+        super().on_response_complete()
+        if not pipelined and not self.transport.is_closing():
+            self._await_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_timer()
+        super().connection_lost(exc)
+
+
+def uvicorn_config(app, settings: Settings, host: str, port: int) -> uvicorn.Config:  # type: ignore[no-untyped-def]
+    """The uvicorn configuration of the service: its limits come from ``settings.server``."""
+    server = settings.server
+    protocol = type(
+        "HeaderLimitedProtocol",
+        (HeaderLimitedProtocol,),
+        {
+            "header_timeout": server.http_header_timeout_seconds,
+            "max_header_bytes": server.http_max_header_bytes,
+        },
+    )
+    return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=protocol,
         log_config=None,  # threadline.logs configured the loggers
         # A backstop after our own drain: streams still open by then are closed.
-        timeout_graceful_shutdown=max(1, int(settings.server.drain_seconds)),
-        timeout_keep_alive=5,
+        timeout_graceful_shutdown=max(1, int(server.drain_seconds)),
+        timeout_keep_alive=server.http_keepalive_seconds,
+        limit_concurrency=server.http_max_connections,
     )
-    DrainingServer(config, settings).run()
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    app = create_app(settings)
+    if settings.server.metrics_port is not None:
+        # Its own port, so the API port (and an Ingress routing `/` to it) never exposes it.
+        prometheus_client.start_http_server(settings.server.metrics_port, addr=host)
+        log.info("metrics served", extra={"port": settings.server.metrics_port})
+    DrainingServer(uvicorn_config(app, settings, host, port), settings).run()

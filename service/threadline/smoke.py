@@ -16,6 +16,24 @@ import httpx
 from threadline.agent.builtin import builtin_reply
 
 
+def run_keyless_smoke(url: str) -> int:
+    """Without an API key (the chart's default helm test, adr/0006): the service is ready
+    behind ``url`` and refuses a request that carries no credentials."""
+    try:
+        ready = httpx.get(f"{url}/readyz", timeout=30)
+        refused = httpx.post(f"{url}/v1/threads", timeout=30)
+    except httpx.HTTPError as exc:
+        print(f"smoke: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if ready.status_code != 200 or refused.status_code != 401:
+        print(
+            f"smoke: readyz {ready.status_code}, unauthenticated POST {refused.status_code}", file=sys.stderr
+        )
+        return 1
+    print(f"smoke: ready on {ready.json().get('replica')}; requests without credentials refused")
+    return 0
+
+
 def run_smoke(url: str, api_key: str, any_model: bool = False) -> int:
     if not api_key:
         print("smoke: set THREADLINE_API_KEY", file=sys.stderr)

@@ -8,19 +8,24 @@ ready, and retries (:mod:`threadline.app`) — nothing is ever replaced by an in
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from contextlib import AsyncExitStack
 
 import psycopg
 import psycopg_pool
+import redis.asyncio as aioredis
 import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadline.checkpoint import StoreUnavailable, open_checkpointer
 from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
+from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
 from threadline.redis_client import async_client
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
+
+log = logging.getLogger(__name__)
 
 # Exceptions that mean "a store is unreachable or failing right now": answered with 503 and
 # Retry-After, never 500.
@@ -37,14 +42,39 @@ STORE_ERRORS: tuple[type[Exception], ...] = (
 
 PING_TIMEOUT = 2.0
 
+# maxmemory-policy values under which Redis deletes keys on its own when full.
+_EVICTING = ("allkeys-", "volatile-")
+
+
+async def warn_if_evicting(client: aioredis.Redis) -> None:
+    """Log a warning when the checkpoint Redis evicts keys when full: it would drop other
+    tenants' threads and the fence counters that must never restart (ADR 0006). Managed Redis
+    may refuse CONFIG: then nothing is said."""
+    try:
+        found = await client.config_get("maxmemory-policy")
+    except redis.exceptions.ResponseError:
+        return
+    policy = next(iter(found.values()), b"")
+    policy = policy.decode() if isinstance(policy, bytes) else str(policy)
+    if policy.startswith(_EVICTING):
+        log.warning(
+            "the checkpoint Redis evicts keys when full (maxmemory-policy %s): threads, sessions and "
+            "fence counters may vanish; set maxmemory-policy noeviction",
+            policy,
+            extra={"maxmemory_policy": policy},
+        )
+
 
 class Stores:
     """The opened checkpointer, turn lease and session store of one process."""
 
-    def __init__(self, checkpointer: BaseCheckpointSaver, lease: TurnLease, sessions: SessionStore):
+    def __init__(
+        self, checkpointer: BaseCheckpointSaver, lease: TurnLease, sessions: SessionStore, quotas: Quotas
+    ):
         self.checkpointer = checkpointer
         self.lease = lease
         self.sessions = sessions
+        self.quotas = quotas
 
     @classmethod
     async def open(cls, settings: Settings, stack: AsyncExitStack) -> Stores:
@@ -55,6 +85,7 @@ class Stores:
         """
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
         lease: TurnLease
+        quotas: Quotas
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(settings.checkpoint.redis_url)
             stack.push_async_callback(client.aclose)
@@ -64,17 +95,21 @@ class Stores:
                 wait_seconds=settings.turn.lease_wait_seconds,
                 counter_ttl_seconds=settings.checkpoint.redis_ttl,
             )
+            quotas = RedisQuotas(client, settings.quota, settings.checkpoint.redis_ttl)
+            await warn_if_evicting(client)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
+            quotas = LocalQuotas(settings.quota)
         sessions: SessionStore
-        if settings.session.backend == "redis":
+        session = settings.session
+        if session.backend == "redis":
             sessions = RedisSessionStore(
-                async_client(settings.session.redis_url), settings.session.ttl_seconds
+                async_client(session.redis_url), session.ttl_seconds, session.max_lifetime_seconds
             )
         else:
-            sessions = MemorySessionStore(settings.session.ttl_seconds)
+            sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions)
+        stores = cls(checkpointer, lease, sessions, quotas)
         await stores.ping()
         return stores
 

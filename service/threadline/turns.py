@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,9 @@ from langgraph.graph.state import CompiledStateGraph
 from threadline import metrics
 from threadline.agent.graph import MODEL_NODE
 from threadline.checkpoint.base import FencedError
+from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +48,11 @@ __all__ = [
     "IdempotencyConflict",
     "LeaseBusy",
     "LeaseLost",
+    "QuotaExceeded",
     "RunningTurn",
     "ThreadNotFound",
     "TurnResult",
+    "TurnTimeout",
 ]
 
 
@@ -62,6 +66,11 @@ class IdempotencyConflict(Exception):
 
 class LeaseLost(Exception):
     """The turn's lease expired while it ran (paused or cut-off replica); nothing was written."""
+
+
+class TurnTimeout(Exception):
+    """The turn ran past ``TURN_TIMEOUT_SECONDS``: its model call was cancelled, its lease
+    released, and what it had not committed is finished by the thread's next turn."""
 
 
 @dataclass(frozen=True)
@@ -108,11 +117,26 @@ def _config(thread_id: str, fencing_token: str | None = None) -> dict[str, Any]:
 
 
 class Conversations:
-    """Threads and turns over one compiled graph, one checkpointer and one turn lease."""
+    """Threads and turns over one compiled graph, one checkpointer and one turn lease.
 
-    def __init__(self, graph: CompiledStateGraph, lease: TurnLease) -> None:
+    Args:
+        graph: the compiled graph (its checkpointer holds the threads).
+        lease: one turn at a time per thread.
+        quotas: per-tenant limits (default: in-process, from the default settings).
+        turn_timeout: seconds a turn may run (lease wait included) before it is cancelled.
+    """
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph,
+        lease: TurnLease,
+        quotas: Quotas | None = None,
+        turn_timeout: float = 120.0,
+    ) -> None:
         self.graph = graph
         self.lease = lease
+        self.quotas = quotas if quotas is not None else LocalQuotas(QuotaSettings())
+        self.turn_timeout = turn_timeout
         self.checkpointer = graph.checkpointer
         self.in_flight = 0
         self.idle = asyncio.Event()  # set while no turn runs; a drain waits on it
@@ -146,9 +170,21 @@ class Conversations:
             raise ThreadNotFound(thread_id)
 
     async def create_thread(self, principal: str) -> str:
+        """A new thread owned by ``principal``.
+
+        Raises:
+            QuotaExceeded: the principal has ``QUOTA_THREADS_PER_PRINCIPAL`` threads.
+        """
         thread_id = uuid.uuid4().hex
-        # The owner is stored in the thread's own state: it lives and dies with the thread.
-        await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+        await self.quotas.reserve_thread(principal, thread_id)
+        try:
+            # The owner is stored in the thread's own state: it lives and dies with the thread.
+            await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+        except BaseException:
+            # Best effort: if the store is away the slot frees itself after the checkpoint TTL.
+            with contextlib.suppress(Exception):
+                await self.quotas.release_thread(principal, thread_id)
+            raise
         self._remember_owner(thread_id, principal)
         return thread_id
 
@@ -162,22 +198,38 @@ class Conversations:
         }
 
     async def checkpoints(self, thread_id: str, principal: str, limit: int) -> list[dict[str, Any]]:
-        await self._owned_state(thread_id, principal)
-        history = []
-        async for snap in self.graph.aget_state_history(_config(thread_id), limit=limit):
+        """The thread's newest ``limit`` checkpoints, newest first, from their metadata.
+
+        One checkpoint is read at a time and only its id, parent, metadata and timestamp are
+        kept: a checkpoint carries the whole message list, so reading 100 of them at once (as
+        ``aget_state_history`` does) took a replica from 117 MB to 420 MB on a 40-turn thread of
+        32 KB messages (issue 10).
+        """
+        await self._check_owner(thread_id, principal)
+        history: list[dict[str, Any]] = []
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        before = None
+        while len(history) < limit:
+            page = [t async for t in self.checkpointer.alist(config, before=before, limit=1)]
+            if not page:
+                break
+            found = page.pop()
+            metadata = found.metadata or {}
             history.append(
                 {
-                    "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
-                    "parent_checkpoint_id": (snap.parent_config or {})
+                    "checkpoint_id": found.checkpoint["id"],
+                    "parent_checkpoint_id": (found.parent_config or {})
                     .get("configurable", {})
                     .get("checkpoint_id"),
-                    "step": snap.metadata.get("step") if snap.metadata else None,
-                    "source": snap.metadata.get("source") if snap.metadata else None,
-                    "created_at": snap.created_at,
-                    "next": list(snap.next),
-                    "messages": len(snap.values.get("messages", [])),
+                    "step": metadata.get("step"),
+                    "source": metadata.get("source"),
+                    "created_at": found.checkpoint.get("ts"),
                 }
             )
+            before = found.config
+            del found  # drop the decoded values before the next read
+        if not history:  # every thread has its creation checkpoint: deleted (the owner was cached)
+            raise ThreadNotFound(thread_id)
         return history
 
     async def delete(self, thread_id: str, principal: str) -> None:
@@ -186,6 +238,7 @@ class Conversations:
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
         self._owners.pop(thread_id, None)
+        await self.quotas.release_thread(principal, thread_id)
 
     async def run_turn(self, thread_id: str, principal: str, message_id: str, content: str) -> TurnResult:
         """One turn, to completion. See :meth:`stream_turn`."""
@@ -215,8 +268,11 @@ class Conversations:
         outcome = "error"
         self.in_flight += 1
         self.idle.clear()
+        # The deadline covers the lease wait, finishing an interrupted run and the model call;
+        # cancelling releases the lease (lease.hold's clean-up is shielded).
+        deadline = asyncio.timeout(self.turn_timeout)
         try:
-            async with self.lease.hold(thread_id) as held:
+            async with deadline, self.lease.hold(thread_id) as held:
                 config = _config(thread_id, held.token)
                 state = await self._owned_state(thread_id, principal, held.token)
                 if state.tasks:
@@ -229,10 +285,13 @@ class Conversations:
                         pass
                     state = await self._owned_state(thread_id, principal, held.token)
 
-                result = _stored_result(thread_id, state.values.get("messages", []), message_id, content)
+                messages = state.values.get("messages", [])
+                result = _stored_result(thread_id, messages, message_id, content)
                 if result is not None:
                     outcome = "stored"
                 else:
+                    if not any(m.id == message_id for m in messages):  # not counted yet
+                        await self.quotas.add_message_bytes(principal, thread_id, len(content.encode()))
                     final: dict[str, Any] = {}
                     human = HumanMessage(content=content, id=message_id)
                     async for item in self._stream_graph(config, {"messages": [human]}, held, tokens):
@@ -246,6 +305,16 @@ class Conversations:
             # reply must not leave the lease held until it expires.
             assert result is not None, "the graph run stored no reply"
             yield result
+        except TimeoutError:
+            if not deadline.expired():  # a store's own timeout: a store error, as raised
+                raise
+            outcome = "timeout"
+            metrics.MODEL_CANCELLED.inc()
+            log.warning("turn timed out", extra={"thread_id": thread_id, "seconds": self.turn_timeout})
+            raise TurnTimeout(thread_id) from None
+        except QuotaExceeded:
+            outcome = "quota"
+            raise
         except FencedError:
             outcome = "fenced"
             metrics.LEASE_LOST.inc()
@@ -308,6 +377,10 @@ class RunningTurn:
             self._items.put_nowait(exc)
         finally:
             self._items.put_nowait(self._END)
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the turn's task has ended, however it ended."""
+        self._task.add_done_callback(lambda _: callback())
 
     async def next(self) -> str | TurnResult | None:
         """The next token or the result; None when the turn is over.

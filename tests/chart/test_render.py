@@ -73,7 +73,7 @@ def check_crd(doc: Obj) -> None:
     elif kind == "ServiceMonitor":
         assert doc["apiVersion"] == "monitoring.coreos.com/v1"
         (endpoint,) = spec["endpoints"]
-        assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+        assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
         assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
     elif kind == "PrometheusRule":
         assert doc["apiVersion"] == "monitoring.coreos.com/v1"
@@ -234,8 +234,9 @@ def test_network_policy(config: str | None) -> None:
     (policy,) = policy
     spec = policy["spec"]
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
-    (ingress,) = spec["ingress"]
-    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    api, metrics = spec["ingress"]
+    assert api["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
     ports = {(p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"]}
     wanted = {(53, "UDP"), (53, "TCP"), (REDIS_PORTS.get(config, 6379), "TCP")}
     if env["CHECKPOINT_BACKEND"] == "postgres":
@@ -263,11 +264,38 @@ def test_no_default_password_rendered() -> None:
     assert all(len(p) >= 32 for p in passwords)
 
 
+def test_by_default_the_helm_test_has_no_key_in_the_service() -> None:
+    """adr/0006: no test key in the running service's API_KEYS and no raw key in any Secret
+    unless asked; the default test checks readiness and a 401 through the Service."""
+    docs = rendered(None)
+    assert "t-threadline-test" not in {s["metadata"]["name"] for s in objects(docs, "Secret")}
+    env = container_env(docs, service_container(docs))
+    assert env["API_KEYS"] == {"secretKeyRef": {"name": "t-threadline", "key": "API_KEYS"}}
+    assert "THREADLINE_USER_API_KEYS" not in env
+    (smoke,) = one(docs, "Pod")["spec"]["containers"]
+    assert smoke["args"] == ["smoke", "--url", "http://t-threadline:8080", "--no-key"]
+    assert "env" not in smoke
+
+
+def test_helm_test_with_an_existing_key_secret() -> None:
+    docs = helm_template(sets=["tests.existingSecret=my-test-key"])
+    assert "t-threadline-test" not in {s["metadata"]["name"] for s in objects(docs, "Secret")}
+    (smoke,) = one(docs, "Pod")["spec"]["containers"]
+    assert smoke["args"] == ["smoke", "--url", "http://t-threadline:8080"]
+    assert smoke["env"][0]["valueFrom"]["secretKeyRef"] == {
+        "name": "my-test-key",
+        "key": "THREADLINE_API_KEY",
+    }
+    env = container_env(docs, service_container(docs))
+    assert env["API_KEYS"] == {"secretKeyRef": {"name": "t-threadline", "key": "API_KEYS"}}
+
+
 def test_test_key_hash_matches_its_secret() -> None:
-    """The helm test pod's raw key and the sha256 in API_KEYS come from the same render."""
+    """Asked for (tests.generateKey), the helm test pod's raw key and the sha256 in API_KEYS
+    come from the same render."""
     import hashlib
 
-    docs = rendered(None)
+    docs = helm_template(sets=["tests.generateKey=true"])
     key = base64.b64decode(one(docs, "Secret", "t-threadline-test")["data"]["THREADLINE_API_KEY"])
     env = container_env(docs, service_container(docs))
     assert env["API_KEYS"] == f"$(THREADLINE_USER_API_KEYS),helm-test:{hashlib.sha256(key).hexdigest()}"
@@ -296,6 +324,8 @@ def test_inchart_redis() -> None:
     command = " ".join(redis["command"] + redis["args"])
     assert "--appendonly yes" in command and "--databases 16" in command
     assert '--requirepass "$REDIS_PASSWORD"' in command
+    # Full is an error for writers, never an eviction (adr/0006).
+    assert "--maxmemory 160mb --maxmemory-policy noeviction" in command
     assert redis["env"][0]["valueFrom"]["secretKeyRef"] == {
         "name": "t-threadline-redis",
         "key": "redis-password",
@@ -330,8 +360,32 @@ def test_monitoring_selects_the_service() -> None:
     monitor = one(docs, "ServiceMonitor")
     service = one(docs, "Service", "t-threadline")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert service["spec"]["ports"][0]["name"] == "http"
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http", "metrics"]
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]  # its own port
+    env = container_env(docs, service_container(docs))
+    assert env["METRICS_PORT"] == "9090" and env["DOCS_ENABLED"] == "false"
+    ports = {p["name"]: p["containerPort"] for p in service_container(docs)["ports"]}
+    assert ports == {"http": 8080, "metrics": 9090}
     ingress = one(docs, "Ingress")
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "t-threadline", "port": {"name": "http"}}
     assert not objects(rendered(None), "ServiceMonitor") and not objects(rendered(None), "PrometheusRule")
+
+
+@pytest.mark.parametrize(
+    ("sets", "to"),
+    [
+        ([], None),
+        (["redis.host=10.20.0.3"], [{"ipBlock": {"cidr": "10.20.0.3/32"}}]),
+        (
+            ["networkPolicy.redisTo[0].namespaceSelector.matchLabels.team=data"],
+            [{"namespaceSelector": {"matchLabels": {"team": "data"}}}],
+        ),
+    ],
+    ids=["hostname: port only", "ip address", "peers given"],
+)
+def test_redis_egress_limited_to_the_configured_host_where_known(sets: list[str], to: list | None) -> None:
+    docs = helm_template(sets=sets)
+    policy = one(docs, "NetworkPolicy", "t-threadline")
+    (redis_rule,) = [r for r in policy["spec"]["egress"] if {"port": 6379, "protocol": "TCP"} in r["ports"]]
+    assert redis_rule.get("to") == to

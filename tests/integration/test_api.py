@@ -106,11 +106,13 @@ def test_checkpoint_history_newest_first_and_delete(alice, redis_server):
     history = alice.http.get(f"/v1/threads/{thread}/checkpoints").json()["checkpoints"]
     steps = [c["step"] for c in history]
     assert steps == sorted(steps, reverse=True) and len(history) >= 7
-    assert history[0]["messages"] == 4 and history[0]["next"] == []
+    assert history[0]["source"] == "loop" and history[-1]["parent_checkpoint_id"] is None
+    assert [c["parent_checkpoint_id"] for c in history[:-1]] == [c["checkpoint_id"] for c in history[1:]]
 
     assert thread_keys(redis_server, thread)
     assert alice.http.delete(f"/v1/threads/{thread}").status_code == 204
     assert alice.http.get(f"/v1/threads/{thread}").status_code == 404
+    assert alice.http.get(f"/v1/threads/{thread}/checkpoints").status_code == 404
     # Only the fence counter may outlive the thread (it keeps tokens monotonic; it has a TTL).
     assert [k for k in thread_keys(redis_server, thread) if not k.endswith(b":fence")] == []
 

@@ -12,6 +12,8 @@ from threadline.config import (
     CheckpointSettings,
     ConfigError,
     ModelSettings,
+    QuotaSettings,
+    ServerSettings,
     SessionSettings,
     TurnSettings,
     load,
@@ -30,6 +32,11 @@ _OURS = (
     "API_KEYS",
     "PORT",
     "HOST",
+    "QUOTA_",
+    "METRICS_",
+    "HTTP_",
+    "MAX_STREAMS",
+    "DOCS_",
 )
 
 
@@ -71,6 +78,14 @@ def test_other_defaults_match_the_brief() -> None:
     assert session.redis_url == "redis://localhost:6379/0"
     assert model.name == "builtin" and model.token_delay_ms == 0
     assert turn.lease_seconds == 10
+    # ADR 0006's documented defaults.
+    assert turn.timeout_seconds == 120
+    quota = load(QuotaSettings)
+    assert quota.threads_per_principal == 1000 and quota.thread_bytes == 1024 * 1024
+    server = load(ServerSettings)
+    assert server.metrics_port is None and server.docs_enabled is True
+    assert (server.http_max_connections, server.max_streams) == (1000, 200)
+    assert session.max_lifetime_seconds == 86400
 
 
 @pytest.mark.parametrize(
@@ -131,6 +146,14 @@ def test_redis_stack_default_url_is_db_1_so_it_needs_an_explicit_db_0(
         (ModelSettings, {"MODEL": "gpt-4o"}, "MODEL"),
         (ModelSettings, {"MODEL_TOKEN_DELAY_MS": "-1"}, "MODEL_TOKEN_DELAY_MS"),
         (TurnSettings, {"TURN_LEASE_SECONDS": "0"}, "TURN_LEASE_SECONDS"),
+        (TurnSettings, {"TURN_TIMEOUT_SECONDS": "0"}, "TURN_TIMEOUT_SECONDS"),
+        (QuotaSettings, {"QUOTA_THREADS_PER_PRINCIPAL": "-1"}, "QUOTA_THREADS_PER_PRINCIPAL"),
+        (QuotaSettings, {"QUOTA_THREAD_BYTES": "lots"}, "QUOTA_THREAD_BYTES"),
+        (SessionSettings, {"SESSION_MAX_LIFETIME_SECONDS": "0"}, "SESSION_MAX_LIFETIME_SECONDS"),
+        (ServerSettings, {"METRICS_PORT": "8080"}, "METRICS_PORT"),
+        (ServerSettings, {"HTTP_MAX_CONNECTIONS": "0"}, "HTTP_MAX_CONNECTIONS"),
+        (ServerSettings, {"MAX_STREAMS": "0"}, "MAX_STREAMS"),
+        (ServerSettings, {"DOCS_ENABLED": "maybe"}, "DOCS_ENABLED"),
     ],
 )
 def test_other_misconfiguration_names_the_variable(

@@ -209,6 +209,14 @@ threadline.testSecretName: the Secret with the helm test's raw API key.
 {{- end }}
 
 {{/*
+threadline.testHasKey: "true" when the helm test has an API key (its own Secret or a generated
+one); empty otherwise.
+*/}}
+{{- define "threadline.testHasKey" -}}
+{{- if or .Values.tests.existingSecret .Values.tests.generateKey }}true{{ end }}
+{{- end }}
+
+{{/*
 threadline.testKey: the raw API key of the helm test (generated, stable across upgrades).
 */}}
 {{- define "threadline.testKey" -}}
@@ -307,7 +315,7 @@ threadline.env: the service container's environment beyond the ConfigMap: pod na
   valueFrom:
     fieldRef:
       fieldPath: metadata.name
-{{- if .Values.tests.enabled }}
+{{- if and .Values.tests.enabled .Values.tests.generateKey (not .Values.tests.existingSecret) }}
 # The user's API_KEYS followed by the helm test key's hash ($(VAR) expands earlier entries).
 - name: THREADLINE_USER_API_KEYS
   valueFrom:

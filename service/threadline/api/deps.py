@@ -45,28 +45,54 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 SessionsDep = Annotated[SessionStore, Depends(get_sessions)]
 
 
+# Where the middleware leaves the principal it authenticated before reading the body.
+PRINCIPAL_SCOPE_KEY = "threadline.principal"
+
+
+def unauthenticated(message: str) -> ApiError:
+    return ApiError(401, "unauthenticated", message, {"WWW-Authenticate": "Bearer"})
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, else None."""
+    if authorization and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return None
+
+
+async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: str | None) -> str:
+    """The caller, from ``X-API-Key`` or a session's ``Authorization: Bearer`` token.
+
+    Raises:
+        ApiError: 401 without credentials or with bad ones; 503 while the session store is
+            not open. Store errors are raised as they come.
+    """
+    if x_api_key:
+        principal = runtime.api_keys.principal(x_api_key)
+    elif (token := bearer_token(authorization)) is not None:
+        session = await (await get_sessions(runtime)).lookup(token)
+        # The key that minted the session must still be configured, for the same principal:
+        # removing a key from API_KEYS revokes its sessions.
+        valid = session is not None and runtime.api_keys.owner(session.key_digest) == session.principal
+        principal = session.principal if valid else None
+    else:
+        raise unauthenticated("send X-API-Key or Authorization: Bearer <session token>")
+    if principal is None:
+        raise unauthenticated("unknown API key or expired session")
+    return principal
+
+
 async def get_principal(
+    request: Request,
     runtime: RuntimeDep,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> str:
-    """The caller, from ``X-API-Key`` or a session's ``Authorization: Bearer`` token."""
-    if x_api_key:
-        principal = runtime.api_keys.principal(x_api_key)
-    elif authorization and authorization[:7].lower() == "bearer ":
-        principal = await (await get_sessions(runtime)).principal(authorization[7:].strip())
-    else:
-        raise ApiError(
-            401,
-            "unauthenticated",
-            "send X-API-Key or Authorization: Bearer <session token>",
-            {"WWW-Authenticate": "Bearer"},
-        )
-    if principal is None:
-        raise ApiError(
-            401, "unauthenticated", "unknown API key or expired session", {"WWW-Authenticate": "Bearer"}
-        )
-    return principal
+    """The caller; already known when the middleware authenticated it before the body."""
+    known = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
+    if known is not None:
+        return known
+    return await authenticate(runtime, authorization, x_api_key)
 
 
 Principal = Annotated[str, Depends(get_principal)]

@@ -14,7 +14,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from threadline.stores import STORE_ERRORS
-from threadline.turns import IdempotencyConflict, LeaseBusy, LeaseLost, ThreadNotFound
+from threadline.turns import (
+    IdempotencyConflict,
+    LeaseBusy,
+    LeaseLost,
+    QuotaExceeded,
+    ThreadNotFound,
+    TurnTimeout,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,17 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
         "message_id_reused",
         "this message id was already used with different content",
     ),
+    TurnTimeout: (
+        504,
+        "turn_timeout",
+        "the turn took longer than TURN_TIMEOUT_SECONDS and was cancelled; retry with the same id",
+    ),
 }
+
+
+def quota_error(exc: QuotaExceeded) -> ApiError:
+    """429 ``quota_exceeded`` naming the limit (its variable and value)."""
+    return ApiError(429, "quota_exceeded", f"quota exceeded: {exc.setting}={exc.limit}")
 
 
 def install(app: FastAPI) -> None:
@@ -66,8 +83,16 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's answer to a body that is not UTF-8; like any malformed JSON, a 422.
+            return error_response(422, "invalid_request", "body: not valid UTF-8 JSON")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
+        err = quota_error(exc)
+        return error_response(err.status, err.code, err.message)
 
     for exc_type, (status, code, message) in DOMAIN_ERRORS.items():
 

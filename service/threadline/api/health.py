@@ -8,9 +8,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from threadline.api.deps import RuntimeDep
 from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
+from threadline.api.openapi import error_responses
 from threadline.stores import STORE_ERRORS
 
 router = APIRouter(tags=["health"])
+# Mounted on the API port only when METRICS_PORT is unset (threadline.server serves it there).
+metrics_router = APIRouter(tags=["health"])
 
 
 @router.get("/livez")
@@ -19,7 +22,7 @@ async def livez() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses=error_responses(503))
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """200 when every store answers and the replica is not draining; else 503."""
     retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
@@ -36,6 +39,6 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     return JSONResponse({"status": "ready", "replica": runtime.replica})
 
 
-@router.get("/metrics", include_in_schema=False)
+@metrics_router.get("/metrics", include_in_schema=False)
 async def prometheus_metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

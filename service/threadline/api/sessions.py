@@ -1,12 +1,16 @@
-"""``/v1/sessions``: trade an API key for a session token."""
+"""``/v1/sessions``: trade an API key for a session token; log out."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
 from pydantic import BaseModel, StrictStr
 
-from threadline.api.deps import RuntimeDep, SessionsDep
+from threadline.api.deps import RuntimeDep, SessionsDep, bearer_token, unauthenticated
 from threadline.api.errors import ApiError
+from threadline.api.openapi import error_responses
+from threadline.auth import hash_key
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -21,12 +25,31 @@ class SessionOut(BaseModel):
     expires_in: int
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(401))
 async def create_session(body: SessionIn, runtime: RuntimeDep, sessions: SessionsDep) -> SessionOut:
-    principal = runtime.api_keys.principal(body.api_key)
+    """A session for the API key's principal, bound to that key: removing the key from
+    ``API_KEYS`` ends it."""
+    digest = hash_key(body.api_key)
+    principal = runtime.api_keys.owner(digest)
     if principal is None:
         raise ApiError(401, "unauthenticated", "unknown API key")
-    token = await sessions.create(principal)
+    token = await sessions.create(principal, digest)
+    settings = runtime.settings.session
     return SessionOut(
-        session_token=token, principal=principal, expires_in=runtime.settings.session.ttl_seconds
+        session_token=token,
+        principal=principal,
+        expires_in=min(settings.ttl_seconds, settings.max_lifetime_seconds),
     )
+
+
+@router.delete("", status_code=204, responses=error_responses(401))
+async def delete_session(
+    sessions: SessionsDep, authorization: Annotated[str | None, Header()] = None
+) -> Response:
+    """Log out: the bearer token stops working at once, on every replica."""
+    token = bearer_token(authorization)
+    if token is None:
+        raise unauthenticated("send Authorization: Bearer <session token>")
+    if not await sessions.revoke(token):
+        raise unauthenticated("unknown or expired session")
+    return Response(status_code=204)

@@ -15,7 +15,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from threadline import metrics
 from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
-from threadline.api.errors import DOMAIN_ERRORS, ApiError
+from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
+from threadline.api.openapi import error_responses
 from threadline.stores import STORE_ERRORS
 from threadline.turns import RunningTurn, TurnResult
 
@@ -51,31 +52,32 @@ def _turn_body(result: TurnResult, replica: str) -> dict[str, Any]:
     }
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(429))
 async def create_thread(principal: Principal, conversations: ConversationsDep) -> ThreadCreated:
     return ThreadCreated(thread_id=await conversations.create_thread(principal))
 
 
-@router.get("/{thread_id}")
+@router.get("/{thread_id}", responses=error_responses(400, 404))
 async def get_thread(thread_id: ThreadId, principal: Principal, conversations: ConversationsDep) -> dict:
     return await conversations.thread(thread_id, principal)
 
 
-@router.get("/{thread_id}/checkpoints")
+@router.get("/{thread_id}/checkpoints", responses=error_responses(400, 404))
 async def list_checkpoints(
     thread_id: ThreadId,
     principal: Principal,
     conversations: ConversationsDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
 ) -> dict:
-    """The thread's checkpoint history, newest first."""
+    """The thread's checkpoint history, newest first: ids, parent, step, source and time, from
+    the checkpoints' metadata (at most 100 per request)."""
     return {
         "thread_id": thread_id,
         "checkpoints": await conversations.checkpoints(thread_id, principal, limit),
     }
 
 
-@router.delete("/{thread_id}", status_code=204)
+@router.delete("/{thread_id}", status_code=204, responses=error_responses(400, 404, 409))
 async def delete_thread(
     thread_id: ThreadId, principal: Principal, conversations: ConversationsDep
 ) -> Response:
@@ -85,7 +87,10 @@ async def delete_thread(
 
 @router.post(
     "/{thread_id}/messages",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "the reply (JSON or SSE)"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "the reply (JSON or SSE)"},
+        **error_responses(400, 404, 409, 413, 429, 503, 504),
+    },
 )
 async def post_message(
     thread_id: ThreadId,
@@ -110,9 +115,16 @@ async def post_message(
         result = await conversations.run_turn(thread_id, principal, message_id, body.content)
         return _turn_body(result, runtime.replica)
 
+    # Each stream holds a connection, a task and a model call for its whole length: past
+    # MAX_STREAMS per replica, 503 (another replica, or a moment later, will do).
+    if not runtime.open_stream():
+        raise unavailable("this replica streams as many replies as it may; retry")
     # Take the lease (and check ownership and idempotency) before answering, so a busy thread
     # or a missing one is an HTTP status, not an event inside a 200 stream.
     turn = RunningTurn(conversations.stream_turn(thread_id, principal, message_id, body.content))
+    # Tied to the turn's task, which always ends (done, failed or cancelled), even when the
+    # response never starts iterating _events.
+    turn.add_done_callback(runtime.close_stream)
     try:
         first = await turn.next()
     except BaseException:

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The figures of the README's "Reliability and security" (issue 10, ADR 0006), measured on one
+replica (a real process, ``python -m threadline serve``) over a real Redis on loopback:
+
+1. RSS growth while four clients each send a 300 MB chunked body at once, with and without
+   credentials (target <= 64 MB; before: +2.1 GB);
+2. peak RSS growth during three concurrent ``GET /v1/threads/{id}/checkpoints?limit=100`` on a
+   40-turn thread of 32 KB messages (target <= 64 MB; before: +561 MB);
+3. a valid user's success rate during 5 bursts of 300 requests with bogus bearer tokens
+   (target 100 %; before: 2 of 5).
+
+    .venv/bin/python scripts/bench_abuse.py
+
+RSS is read from /proc (VmRSS; VmHWM after a ``clear_refs`` reset for peaks), so Linux only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from client import API_KEY
+from servers import RedisServer, ServiceProcess, redis_env
+
+MB = 2**20
+
+
+def rss(pid: int, field: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(field + ":"))
+
+
+def reset_peak(pid: int) -> None:
+    with open(f"/proc/{pid}/clear_refs", "w") as clear:
+        clear.write("5")
+
+
+def chunked_body(port: int, headers: str, total: int, sent: list[int]) -> None:
+    """POST ``total`` bytes chunked until the server closes; record what got out."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    out = 0
+    try:
+        sock.sendall(
+            b"POST /v1/threads/abc/messages HTTP/1.1\r\nHost: b\r\nTransfer-Encoding: chunked\r\n"
+            + headers.encode()
+            + b"\r\n"
+        )
+        piece = b"10000\r\n" + b"x" * 65536 + b"\r\n"
+        while out < total:
+            sock.sendall(piece)
+            out += 65536
+    except OSError:
+        pass
+    finally:
+        sent.append(out)
+        sock.close()
+
+
+def bodies(replica: ServiceProcess, headers: str) -> tuple[float, float]:
+    """(RSS growth in MB at the peak, MB the four clients got out)."""
+    pid = replica.proc.pid
+    reset_peak(pid)
+    before = rss(pid)
+    sent: list[int] = []
+    clients = [
+        threading.Thread(target=chunked_body, args=(replica.port, headers, 300 * MB, sent)) for _ in range(4)
+    ]
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join()
+    return (rss(pid, "VmHWM") - before) / MB, sum(sent) / MB
+
+
+def history(replica: ServiceProcess) -> float:
+    """Peak RSS growth (MB) of three concurrent 100-checkpoint history requests."""
+    http = httpx.Client(base_url=replica.url, headers={"X-API-Key": API_KEY}, timeout=300)
+    thread = http.post("/v1/threads").json()["thread_id"]
+    for turn in range(40):
+        content = f"{turn:02d}" + "x" * (32 * 1024 - 2)
+        http.post(f"/v1/threads/{thread}/messages", json={"content": content}).raise_for_status()
+    pid = replica.proc.pid
+    reset_peak(pid)
+    before = rss(pid)
+    listed: list[int] = []
+
+    def read() -> None:
+        got = http.get(f"/v1/threads/{thread}/checkpoints", params={"limit": 100}).raise_for_status()
+        listed.append(len(got.json()["checkpoints"]))
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    assert listed == [100, 100, 100], listed
+    return (rss(pid, "VmHWM") - before) / MB
+
+
+async def flood(url: str, bursts: int = 5, size: int = 300) -> tuple[int, int, dict[int, int]]:
+    """(valid requests that succeeded, valid requests, the attacker's statuses)."""
+    limits = httpx.Limits(max_connections=size + 10, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        token = (await http.post("/v1/sessions", json={"api_key": API_KEY})).json()["session_token"]
+        ok, attacker = 0, {}
+        for _ in range(bursts):
+            bogus = [
+                http.get("/v1/threads/abc", headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"})
+                for _ in range(size)
+            ]
+            valid = http.post("/v1/threads", headers={"Authorization": f"Bearer {token}"})
+            results = await asyncio.gather(*bogus[: size // 2], valid, *bogus[size // 2 :])
+            ok += results[size // 2].status_code == 201
+            for i, response in enumerate(results):
+                if i != size // 2:
+                    attacker[response.status_code] = attacker.get(response.status_code, 0) + 1
+        return ok, bursts, attacker
+
+
+def main() -> int:
+    redis = RedisServer().start()
+    started: list[ServiceProcess] = []
+    try:
+        replica = ServiceProcess(redis_env(redis, QUOTA_THREAD_BYTES="0"), name="bench-abuse").start()
+        started.append(replica)
+        time.sleep(1)  # let the process settle before the first RSS reading
+        print(f"replica RSS at start: {rss(replica.proc.pid) / MB:.0f} MB")
+        growth, sent = bodies(replica, "")
+        print(f"4 x 300 MB chunked, no credentials: RSS +{growth:.1f} MB ({sent:.1f} MB got out)")
+        growth, sent = bodies(replica, f"X-API-Key: {API_KEY}\r\n")
+        print(f"4 x 300 MB chunked, valid key:      RSS +{growth:.1f} MB ({sent:.1f} MB got out)")
+        print(f"3 x history (40 turns x 32 KB, limit 100): peak RSS +{history(replica):.1f} MB")
+        ok, sent_valid, attacker = asyncio.run(flood(replica.url))
+        print(
+            f"bogus-token flood (5 x 300, well-shaped random tokens): valid user {ok}/{sent_valid} "
+            f"({100 * ok / sent_valid:.0f} %); attacker got {attacker}"
+        )
+    finally:
+        for proc in started:
+            proc.kill()
+        redis.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

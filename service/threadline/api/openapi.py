@@ -1,0 +1,101 @@
+"""The OpenAPI document: every status an operation can answer, each error with the one error
+schema (``{"error": {"code", "message"}}``, :mod:`threadline.api.errors`).
+
+Routes declare the statuses of their own logic (``responses=error_responses(404, 409)``).
+What the shared layers add is filled in here for every operation, so routes added later get it
+too:
+
+* an operation with a request body: 408 (body too slow), 413 (too large), 422 (invalid);
+* an operation that reads credentials (an ``Authorization`` or ``X-API-Key`` header): 401,
+  and 503 (session store away); under ``/v1`` also 503 (stores not open, draining);
+* every error response of every operation, FastAPI's own 422 included, gets the error schema.
+
+A schemathesis run against a real server holds this true (``tests/integration/test_openapi.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+
+_DESCRIPTIONS = {
+    400: "Invalid identifier",
+    401: "Missing or bad credentials",
+    404: "Not found (or another principal's)",
+    408: "The request body did not arrive in time",
+    409: "Conflict (thread busy, lease lost, message id reused)",
+    413: "Body or content too large, or content empty",
+    422: "Invalid request",
+    429: "A quota is exhausted (the message names it)",
+    503: "A store is unreachable, the replica is draining or at a limit; retry (Retry-After)",
+    504: "The turn took longer than TURN_TIMEOUT_SECONDS",
+}
+_SCHEMA_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: these statuses, answered with :class:`ErrorBody`."""
+    return {status: {"model": ErrorBody, "description": _DESCRIPTIONS[status]} for status in statuses}
+
+
+def _add(responses: dict[str, Any], status: int) -> None:
+    responses.setdefault(str(status), {"description": _DESCRIPTIONS[status]})
+
+
+def install(app: FastAPI) -> None:
+    """Make ``app.openapi()`` the completed document (built once, then cached)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title,
+            version=app.version,
+            summary=app.summary,
+            routes=app.routes,
+        )
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        schemas["ErrorBody"] = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schemas["ErrorBody"].pop("$defs", {}))
+        for path, item in spec.get("paths", {}).items():
+            for operation in item.values():
+                _complete(path, operation)
+        # FastAPI's validation schemas are no longer referenced: our 422 is an ErrorBody.
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _complete(path: str, operation: dict[str, Any]) -> None:
+    responses = operation.setdefault("responses", {})
+    headers = {p["name"].lower() for p in operation.get("parameters", []) if p.get("in") == "header"}
+    if "requestBody" in operation:
+        for status in (408, 413, 422):
+            _add(responses, status)
+    if headers & {"authorization", "x-api-key"}:
+        _add(responses, 401)
+        _add(responses, 503)
+    if path.startswith("/v1/"):
+        _add(responses, 503)
+    if any(p.get("in") in ("query", "path") for p in operation.get("parameters", [])):
+        _add(responses, 422)
+    for status, response in responses.items():
+        if status[0] in "45":
+            response["content"] = {"application/json": {"schema": _SCHEMA_REF}}

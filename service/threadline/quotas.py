@@ -1,0 +1,152 @@
+"""Per-tenant quotas on what is stored (ADR 0006): live threads per principal
+(``QUOTA_THREADS_PER_PRINCIPAL``) and bytes of the messages clients send to one thread
+(``QUOTA_THREAD_BYTES``). A limit of 0 is no limit.
+
+One shared Redis holds every tenant's conversations, so without these one tenant can fill it
+(issue 10: 40 turns of 32 KB on one thread grew Redis by 123 MiB) and, depending on the Redis,
+either get it OOM-killed or have it evict other tenants' threads, sessions and fence counters.
+
+Callers (the ``/v1`` turns, and the LangGraph API's threads and runs) call:
+
+* :meth:`Quotas.reserve_thread` before a thread is created;
+* :meth:`Quotas.add_message_bytes` before a client's message is stored (not again for a
+  retried message id the thread already holds);
+* :meth:`Quotas.release_thread` after a thread is deleted.
+
+With Redis checkpoints the counters live in the checkpoint Redis, shared by every replica
+(:mod:`threadline.redis_keys`): a principal's threads are a ZSET scored by last activity, so a
+thread that expired with its checkpoint TTL stops counting without anyone deleting it; a
+thread's bytes are a counter with the thread's TTL. Other backends count in-process (those
+deployments run one replica; the turn lease is process-local there too).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import redis.asyncio as aioredis
+
+from threadline.config import QuotaSettings, env_name
+from threadline.redis_keys import principal_threads_key, thread_bytes_key
+
+
+class QuotaExceeded(Exception):
+    """A quota would be exceeded; ``setting`` is the environment variable of the limit."""
+
+    def __init__(self, setting: str, limit: int) -> None:
+        super().__init__(setting)
+        self.setting, self.limit = setting, limit
+
+
+THREADS = env_name(QuotaSettings, "threads_per_principal")
+THREAD_BYTES = env_name(QuotaSettings, "thread_bytes")
+
+
+class Quotas(Protocol):
+    async def reserve_thread(self, principal: str, thread_id: str) -> None:
+        """Count a new thread of ``principal``. Raises :class:`QuotaExceeded`."""
+
+    async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
+        """Count ``n`` more message bytes on the thread (and mark it active). Raises
+        :class:`QuotaExceeded`, counting nothing."""
+
+    async def release_thread(self, principal: str, thread_id: str) -> None:
+        """Forget a deleted thread."""
+
+
+class RedisQuotas:
+    """Quotas counted in Redis, shared by every replica.
+
+    Args:
+        client: the checkpoint Redis.
+        settings: the limits.
+        ttl_seconds: the checkpoint TTL: a thread idle this long is gone and stops counting.
+        clock: wall-clock seconds (injectable for tests).
+    """
+
+    # KEYS[1] principal's threads; ARGV[1] thread id, ARGV[2] now ms, ARGV[3] ttl ms, ARGV[4]
+    # limit. Returns 1 (counted) or 0 (at the limit).
+    RESERVE = """
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[2]) - tonumber(ARGV[3]))
+    local limit = tonumber(ARGV[4])
+    if limit > 0 and redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return 1
+    """
+    # KEYS[1] thread's bytes; ARGV[1] n, ARGV[2] limit, ARGV[3] ttl s. Returns the new total,
+    # or -1 (nothing counted) when it would pass the limit.
+    ADD_BYTES = """
+    local total = tonumber(redis.call('GET', KEYS[1]) or '0') + tonumber(ARGV[1])
+    local limit = tonumber(ARGV[2])
+    if limit > 0 and total > limit then return -1 end
+    redis.call('SET', KEYS[1], total, 'EX', ARGV[3])
+    return total
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        settings: QuotaSettings,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._reserve = client.register_script(self.RESERVE)
+        self._add_bytes = client.register_script(self.ADD_BYTES)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def reserve_thread(self, principal: str, thread_id: str) -> None:
+        limit = self._settings.threads_per_principal
+        args = [thread_id, self._now_ms(), self._ttl * 1000, limit]
+        if not await self._reserve(keys=[principal_threads_key(principal)], args=args):
+            raise QuotaExceeded(THREADS, limit)
+
+    async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
+        limit = self._settings.thread_bytes
+        if await self._add_bytes(keys=[thread_bytes_key(thread_id)], args=[n, limit, self._ttl]) < 0:
+            raise QuotaExceeded(THREAD_BYTES, limit)
+        # Active now: the thread counts until ttl after this (its checkpoints live that long).
+        key = principal_threads_key(principal)
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
+            pipe.pexpire(key, self._ttl * 1000)
+            await pipe.execute()
+
+    async def release_thread(self, principal: str, thread_id: str) -> None:
+        await self._client.zrem(principal_threads_key(principal), thread_id)
+        await self._client.delete(thread_bytes_key(thread_id))
+
+
+class LocalQuotas:
+    """Quotas counted in this process (backends without Redis: one replica)."""
+
+    def __init__(self, settings: QuotaSettings) -> None:
+        self._settings = settings
+        self._threads: dict[str, set[str]] = {}
+        self._bytes: dict[str, int] = {}
+
+    async def reserve_thread(self, principal: str, thread_id: str) -> None:
+        threads = self._threads.setdefault(principal, set())
+        limit = self._settings.threads_per_principal
+        if limit and len(threads) >= limit:
+            raise QuotaExceeded(THREADS, limit)
+        threads.add(thread_id)
+
+    async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
+        total = self._bytes.get(thread_id, 0) + n
+        limit = self._settings.thread_bytes
+        if limit and total > limit:
+            raise QuotaExceeded(THREAD_BYTES, limit)
+        self._bytes[thread_id] = total
+
+    async def release_thread(self, principal: str, thread_id: str) -> None:
+        self._threads.get(principal, set()).discard(thread_id)
+        self._bytes.pop(thread_id, None)
