@@ -7,7 +7,7 @@ The checkpoint saver, the turn lease and the session store all take their keys f
 ==================  ======  ==============================================================
 key                 type    holds
 ==================  ======  ==============================================================
-``tl:{T}:idx``      ZSET    checkpoint index (see :mod:`threadline.checkpoint.base`)
+``tl:{T}:idx``      ZSET    checkpoint index (:mod:`threadline.checkpoint.redis`)
 ``tl:{T}:cp``       HASH    checkpoint records
 ``tl:{T}:blobs``    HASH    channel values, one per (channel, version)
 ``tl:{T}:widx``     ZSET    pending-write index

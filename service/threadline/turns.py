@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from threadline import metrics
 from threadline.agent.graph import MODEL_NODE
-from threadline.checkpoint.base import FencedError
+from threadline.checkpoint.errors import FencedError
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Key layout, record encoding and errors of the ``redis`` checkpoint saver. No I/O here.
+"""Key layout and record format of the ``redis`` checkpoint saver. No I/O here.
 
 The keys are named in :mod:`threadline.redis_keys` (the one key schema the lease and the
 sessions share). Every key of one thread shares the hash tag ``{thread_id}``, so one Lua script
@@ -37,7 +37,6 @@ bytes, task_path, idx``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
@@ -59,53 +58,6 @@ FENCING_TOKEN = "fencing_token"
 _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemorySaver stores it)
 # The decoded form of an ``_EMPTY`` blob: the checkpoint has no value for that channel.
 NO_VALUE: Any = object()
-
-
-class FencedError(RuntimeError):
-    """A checkpoint write carried a fencing token that no longer holds the thread's lease.
-
-    Nothing was written. The message names the thread, never a token.
-
-    Attributes:
-        thread_id: the thread whose write was refused.
-    """
-
-    def __init__(self, thread_id: str) -> None:
-        super().__init__(
-            f"checkpoint write to thread {thread_id!r} refused: the turn lease is held by "
-            "another turn (stale fencing token)"
-        )
-        self.thread_id = thread_id
-
-
-# --- the I/O steps an operation asks its driver for (sync or async; see redis.py) ----------
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """Run one registered Lua script; the driver sends back its reply."""
-
-    name: str
-    keys: Sequence[str]
-    args: Sequence[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Commands:
-    """Run commands (tuples, or :class:`Script` calls) in one round trip.
-
-    A MULTI/EXEC transaction when ``transaction``. The driver sends back the list of replies.
-    """
-
-    commands: Sequence[tuple[Any, ...] | Script]
-    transaction: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Hand one item to the caller of an iterating operation (``list``)."""
-
-    value: Any
 
 
 # --- netstrings ------------------------------------------------------------------------------

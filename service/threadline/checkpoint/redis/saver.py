@@ -1,14 +1,15 @@
 """``redis`` backend: a LangGraph checkpoint saver on plain Redis data structures.
 
 Strings, hashes and sorted sets only, no RedisJSON or RediSearch, so it works in any db
-number, on Redis >= 6.2, Valkey and managed Redis. The key layout and record format are in
-:mod:`threadline.checkpoint.base`.
+number, on Redis >= 6.2, Valkey and managed Redis. The keys are named in
+:mod:`threadline.redis_keys`; the record format is :mod:`threadline.checkpoint.redis.records`,
+the Lua scripts (with their KEYS/ARGV) :mod:`threadline.checkpoint.redis.scripts`.
 
 Round trips: ``put`` is one MULTI/EXEC (plain HSET of the changed channels' blobs plus a
 Lua script for the small rest), ``put_writes`` one Lua script, a latest (or by-id)
 ``get_tuple`` at most two: a Lua script that finds the checkpoint and returns its record and
 pending writes, then one HMGET of the channel blobs this process does not hold decoded already
-(none when it wrote or read them last: :mod:`threadline.checkpoint.cache`). Large values
+(none when it wrote or read them last: :mod:`threadline.checkpoint.redis.cache`). Large values
 never pass through Lua: on Redis 7.0 a 150 KB argument or reply costs a script ~0.25 ms of
 server time, a plain HSET/HMGET of it ~0.02 ms (measured at turn 300 of the benchmark
 conversation).
@@ -27,7 +28,8 @@ the run's ``configurable`` through to every ``aput``/``aput_writes`` (verified i
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -45,12 +47,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from redis.exceptions import NoScriptError
 
 from threadline import redis_client
-from threadline.checkpoint.base import (
+from threadline.checkpoint.errors import FencedError
+from threadline.checkpoint.redis.cache import MISS, BlobCache
+from threadline.checkpoint.redis.records import (
     NO_VALUE,
-    Commands,
-    Emit,
-    FencedError,
-    Script,
     blob_fields_of,
     channel_values,
     checkpoint_config,
@@ -66,8 +66,38 @@ from threadline.checkpoint.base import (
     split_member,
     thread_ns_id,
 )
-from threadline.checkpoint.cache import MISS, BlobCache
+from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.redis_keys import INDEX_KEY_PATTERN, ThreadKeys, thread_id_of_index_key
+
+# --- the I/O steps an operation asks its driver for (sync or async) --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """Run one registered Lua script; the driver sends back its reply."""
+
+    name: str
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """Run commands (tuples, or :class:`Script` calls) in one round trip.
+
+    A MULTI/EXEC transaction when ``transaction``. The driver sends back the list of replies.
+    """
+
+    commands: Sequence[tuple[Any, ...] | Script]
+    transaction: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Hand one item to the caller of an iterating operation (``list``)."""
+
+    value: Any
+
 
 Step = Script | Commands | Emit
 Op = Generator[Step, Any, Any]
@@ -76,34 +106,6 @@ Op = Generator[Step, Any, Any]
 _PAGE = 100
 # Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
 DEFAULT_CACHE_BYTES = 16 * 2**20
-
-# Shared by every script. KEYS are always a thread's ThreadKeys in order:
-# 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
-_LUA_LIB = r"""
-local function items(s, pos, n)  -- n netstrings from pos; returns them and the next pos
-  local out = {}
-  for i = 1, n do
-    local colon = string.find(s, ':', pos, true)
-    local size = tonumber(string.sub(s, pos, colon - 1))
-    out[i] = string.sub(s, colon + 1, colon + size)
-    pos = colon + size + 1
-  end
-  return out, pos
-end
-local function blob_fields(record)  -- the blobs-hash fields a checkpoint record refers to
-  local head, pos = items(record, 1, 1)
-  return (items(record, pos, tonumber(head[1])))
-end
-local function writes_of(m)  -- write fields of the checkpoint with index member m
-  return redis.call('ZRANGEBYLEX', KEYS[4], '[' .. m .. '\0', '(' .. m .. '\1')
-end
-local function fenced(token)
-  return token ~= '' and redis.call('GET', KEYS[6]) ~= token
-end
-local function refresh(ttl)  -- every key of the thread except the lease (it has its own)
-  for _, i in ipairs({1, 2, 3, 4, 5, 7}) do redis.call('EXPIRE', KEYS[i], ttl) end
-end
-"""
 
 
 class RedisCheckpointSaver(BaseCheckpointSaver[str]):
@@ -114,123 +116,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         ttl_seconds: every key of a thread expires this long after its last write.
         sync_client: needed only for the sync methods (tools, scripts).
         serde: defaults to LangGraph's ``JsonPlusSerializer``.
-        cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.cache`),
+        cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.redis.cache`),
             in serialized bytes; 0 turns it off.
 
     Raises:
         ValueError: a client decodes responses, or ``ttl_seconds`` is not positive.
     """
-
-    # KEYS[1..5] = idx, cp, blobs, widx, w
-    # ARGV = checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
-    # returns per pair {checkpoint_id, record, {write records}}, or nil when there is no
-    #   such checkpoint (the caller HMGETs the blobs the record names: no big values in Lua)
-    LUA_LOAD = (
-        _LUA_LIB
-        + r"""
-local out = {}
-for i = 1, #ARGV, 2 do
-  local ns, id = ARGV[i], ARGV[i + 1]
-  if id == '' then
-    local latest = redis.call('ZREVRANGEBYLEX', KEYS[1], '(' .. ns .. '\1', '[' .. ns .. '\0',
-                              'LIMIT', 0, 1)
-    if latest[1] then id = string.sub(latest[1], #ns + 2) end
-  end
-  local m = ns .. '\0' .. id
-  local record = id ~= '' and redis.call('HGET', KEYS[2], m)
-  if record then
-    local wf, writes = writes_of(m), {}
-    if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
-    out[#out + 1] = {id, record, writes}
-  else
-    out[#out + 1] = false
-  end
-end
-return out
-"""
-    )
-
-    # Runs in one MULTI/EXEC right after a plain HSET of this put's blobs (big values stay out
-    # of Lua). When fenced it takes those fields out again, so the thread is as before: their
-    # versions are fresh (get_next_version adds a random part), so no other checkpoint refers
-    # to them -- unless this very checkpoint is already stored (a retried put whose first
-    # attempt went through), and then they are its own and stay.
-    # KEYS[1..7] = ThreadKeys
-    # ARGV[1] = ttl seconds, ARGV[2] = fencing token or '', ARGV[3] = index member,
-    # ARGV[4] = checkpoint record, ARGV[5..] = the blob fields HSET just before
-    # returns 1, or 0 when fenced (nothing written)
-    LUA_PUT = (
-        _LUA_LIB
-        + r"""
-if fenced(ARGV[2]) then
-  if #ARGV > 4 and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then
-    redis.call('HDEL', KEYS[3], unpack(ARGV, 5))
-  end
-  return 0
-end
-redis.call('ZADD', KEYS[1], 0, ARGV[3])
-redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-refresh(ARGV[1])
-return 1
-"""
-    )
-
-    # KEYS[1..7] = ThreadKeys
-    # ARGV[1] = ttl seconds, ARGV[2] = fencing token or '',
-    # ARGV[3..] = write field, write record, '1' to replace an existing write / '0' to keep it
-    # returns 1, or 0 when fenced (nothing written)
-    LUA_PUT_WRITES = (
-        _LUA_LIB
-        + r"""
-if fenced(ARGV[2]) then return 0 end
-for i = 3, #ARGV, 3 do
-  if ARGV[i + 2] == '1' or redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
-    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
-    redis.call('ZADD', KEYS[4], 0, ARGV[i])
-  end
-end
-refresh(ARGV[1])
-return 1
-"""
-    )
-
-    # KEYS[1..5] = idx, cp, blobs, widx, w
-    # ARGV = index members of checkpoints to delete
-    # deletes them, their writes, and every blob no remaining checkpoint refers to
-    # returns the number of checkpoints deleted
-    LUA_DROP = (
-        _LUA_LIB
-        + r"""
-local n = 0
-for _, m in ipairs(ARGV) do
-  n = n + redis.call('ZREM', KEYS[1], m)
-  redis.call('HDEL', KEYS[2], m)
-  local wf = writes_of(m)
-  if #wf > 0 then
-    redis.call('HDEL', KEYS[5], unpack(wf))
-    redis.call('ZREM', KEYS[4], unpack(wf))
-  end
-end
-local live, dead = {}, {}
-for _, record in ipairs(redis.call('HVALS', KEYS[2])) do
-  for _, f in ipairs(blob_fields(record)) do live[f] = true end
-end
-for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
-  if not live[f] then dead[#dead + 1] = f end
-end
-for i = 1, #dead, 1000 do  -- unpack() has a stack limit
-  redis.call('HDEL', KEYS[3], unpack(dead, i, math.min(i + 999, #dead)))
-end
-return n
-"""
-    )
-
-    _SCRIPTS: ClassVar[dict[str, str]] = {
-        "load": LUA_LOAD,
-        "put": LUA_PUT,
-        "put_writes": LUA_PUT_WRITES,
-        "drop": LUA_DROP,
-    }
 
     # String versions "<counter>.<random>" like the in-memory, SQLite and Postgres savers.
     get_next_version = InMemorySaver.get_next_version
@@ -255,11 +146,9 @@ return n
         self._sync_client = sync_client
         self._owns_clients = False
         self.cache = BlobCache(cache_bytes)
-        self._scripts = {n: client.register_script(s) for n, s in self._SCRIPTS.items()}
+        self._scripts = {n: client.register_script(s) for n, s in SCRIPTS.items()}
         self._sync_scripts = (
-            {n: sync_client.register_script(s) for n, s in self._SCRIPTS.items()}
-            if sync_client is not None
-            else {}
+            {n: sync_client.register_script(s) for n, s in SCRIPTS.items()} if sync_client is not None else {}
         )
 
     @classmethod

@@ -1,6 +1,6 @@
 """Decoded channel values of the ``redis`` saver, kept in the process that wrote or read them.
 
-A blob field (``ns\\0channel\\0version``, see :mod:`threadline.checkpoint.base`) names one
+A blob field (``ns\\0channel\\0version``, see :mod:`threadline.checkpoint.redis.records`) names one
 value for good: versions carry a random part, and a field is never rewritten with other
 content. So this cache cannot go stale. Which checkpoint is the latest, and which blobs it
 names, is still read from Redis on every ``get_tuple``; only what those blobs hold comes from
@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from threadline.checkpoint.base import NO_VALUE, unversioned
+from threadline.checkpoint.redis.records import NO_VALUE, unversioned
 
 __all__ = ["MISS", "NO_VALUE", "BlobCache"]
 
