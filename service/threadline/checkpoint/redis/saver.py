@@ -310,9 +310,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 page = page if remaining is None else page[:remaining]
                 if not page:
                     continue
-                for found in (yield from self._op_load(thread_id, page, remember=False)):
-                    if found:  # None: deleted between the index read and the load
-                        yield Emit(found)
+                for item in (yield from self._op_load(thread_id, page, remember=False)):
+                    if item:  # None: deleted between the index read and the load
+                        yield Emit(item)
                         remaining = None if remaining is None else remaining - 1
 
     def _op_delete_thread(self, thread_id: str) -> Op:
