@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio as aioredis
@@ -50,21 +50,33 @@ from threadline import redis_client
 from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis.cache import MISS, BlobCache
 from threadline.checkpoint.redis.records import (
+    MAX_SEGMENTS,
     NO_VALUE,
+    Blob,
+    Segment,
+    blob_field,
     blob_fields_of,
     channel_values,
     checkpoint_config,
     decode_blob,
+    decode_item,
     decode_metadata,
+    decode_segments,
     decode_tuple,
-    encode_put,
+    encode_blob,
+    encode_item,
+    encode_record,
+    encode_segments,
     encode_writes,
     fencing_token,
+    item_field,
     member,
     metadata_matches,
     ns_range,
+    shared_prefix,
     split_member,
     thread_ns_id,
+    unversioned,
 )
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.redis_keys import INDEX_KEY_PATTERN, ThreadKeys, thread_id_of_index_key
@@ -106,6 +118,29 @@ Op = Generator[Step, Any, Any]
 _PAGE = 100
 # Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
 DEFAULT_CACHE_BYTES = 16 * 2**20
+# What put writes by default (CHECKPOINT_REDIS_FORMAT); see the class.
+LATEST_FORMAT = 2
+# Attempts of one put: an extension can meet a fork (then a lineage of its own) and then
+# find its base pruned (then the list whole).
+_PUT_ATTEMPTS = 3
+
+
+class _ListPut(NamedTuple):
+    """How one put stores one list value item by item."""
+
+    field: bytes  # the version's field: holds the descriptor
+    value: list[Any]
+    size: int  # serialized bytes of all its items
+    segments: tuple[Segment, ...]
+    fresh: list[tuple[bytes, bytes]]  # items of a new lineage: plain HSET
+    appended: list[tuple[bytes, bytes]]  # items appended to an existing lineage: by the script
+    must_exist: bytes | None  # the last item of the list it extends
+
+
+def _extends(old: list[Any], new: list[Any]) -> bool:
+    """``new`` starts with the items of ``old`` (identity first: add_messages keeps the
+    message objects, so a 600-message prefix compares in ~20 us)."""
+    return len(new) >= len(old) and all(a is b or a == b for a, b in zip(old, new, strict=False))
 
 
 class RedisCheckpointSaver(BaseCheckpointSaver[str]):
@@ -117,10 +152,15 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         sync_client: needed only for the sync methods (tools, scripts).
         serde: defaults to LangGraph's ``JsonPlusSerializer``.
         cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.redis.cache`),
-            in serialized bytes; 0 turns it off.
+            in serialized bytes; 0 turns it off (and with it format 2's deltas: a list is
+            then stored whole at each version, as in format 1).
+        format: what ``put`` writes (both are always read). 2: a list value is stored item by
+            item, each item once, when it extends the version this process holds; 1: every
+            value whole, readable by releases before format 2 (``CHECKPOINT_REDIS_FORMAT``).
 
     Raises:
-        ValueError: a client decodes responses, or ``ttl_seconds`` is not positive.
+        ValueError: a client decodes responses, ``ttl_seconds`` is not positive, or an
+            unknown ``format``.
     """
 
     # String versions "<counter>.<random>" like the in-memory, SQLite and Postgres savers.
@@ -134,14 +174,21 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         sync_client: redis.Redis | None = None,
         serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        format: int = LATEST_FORMAT,
     ) -> None:
         super().__init__(serde=serde)
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
+        if format not in (1, 2):
+            raise ValueError("format must be 1 or 2")
         for c in (client, sync_client):
             if c is not None and c.get_connection_kwargs().get("decode_responses"):
                 raise ValueError("RedisCheckpointSaver needs clients with decode_responses=False")
         self.ttl_seconds = ttl_seconds
+        self.format = format
+        # Serialized bytes sent to Redis by write operations, by op (put, put_writes): what
+        # the metrics wrapper reports as threadline_checkpoint_written_bytes_total.
+        self.written_bytes: dict[str, int] = {"put": 0, "put_writes": 0}
         self._client = client
         self._sync_client = sync_client
         self._owns_clients = False
@@ -153,7 +200,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     @classmethod
     def from_url(
-        cls, url: str, *, ttl_seconds: int, cache_bytes: int = DEFAULT_CACHE_BYTES
+        cls,
+        url: str,
+        *,
+        ttl_seconds: int,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        format: int = LATEST_FORMAT,
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
@@ -162,7 +214,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
         Args:
             url: ``redis://`` or ``rediss://`` URL, with any db number.
-            ttl_seconds, cache_bytes: see the class.
+            ttl_seconds, cache_bytes, format: see the class.
 
         Returns:
             The saver (no connection is made until the first call).
@@ -172,6 +224,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             ttl_seconds=ttl_seconds,
             sync_client=redis_client.sync_client(url),
             cache_bytes=cache_bytes,
+            format=format,
         )
         saver._owns_clients = True
         return saver
@@ -188,27 +241,74 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     def _op_load(self, thread_id: str, wanted: Sequence[tuple[str, str]], remember: bool = True) -> Op:
         """Tuples for ``(ns, checkpoint_id)`` pairs (``""`` id: latest), None where absent.
 
-        At most two round trips however many: the load script, then one HMGET per checkpoint
-        for the channel blobs the cache does not hold, pipelined (none when it holds them all).
-        Fetched blobs are cached when ``remember`` (not while listing history, which would
-        push the latest versions out).
+        At most two round trips however many: the load script (records, pending writes, list
+        descriptors), then one HMGET per checkpoint for the whole values and list items the
+        cache does not hold, pipelined (none when it holds them all). Fetched values are
+        cached when ``remember`` (not while listing history, which would push the latest
+        versions out).
         """
         keys = ThreadKeys.of(thread_id)
         entries = yield Script("load", keys.data, [x for pair in wanted for x in pair])
-        # Per checkpoint found: each blob field its record names -> the cached value, or MISS.
-        blobs = [
-            {f: self.cache.get(thread_id, f) for f in blob_fields_of(e[1])} if e else {} for e in entries
-        ]
-        missing = [[f for f, value in b.items() if value is MISS] for b in blobs]
-        hmgets = [("HMGET", keys.blobs, *m) for m in missing if m]
+        plans = [self._read_plan(thread_id, e) if e else {} for e in entries]
+        fetch = [[f for how in plan.values() for f in how[-1]] for plan in plans]
+        hmgets = [("HMGET", keys.blobs, *f) for f in fetch if f]
         replies = iter((yield Commands(hmgets)) if hmgets else ())
-        for b, m in zip(blobs, missing, strict=True):
-            for field, raw in zip(m, next(replies) if m else (), strict=True):
-                b[field] = self._decoded(thread_id, field, raw, remember)
-        return [
-            decode_tuple(self.serde, thread_id, ns, e, channel_values(b, ns)) if e else None
-            for (ns, _id), e, b in zip(wanted, entries, blobs, strict=True)
-        ]
+        out: list[CheckpointTuple | None] = []
+        for (ns, _id), entry, plan, fields in zip(wanted, entries, plans, fetch, strict=True):
+            if not entry:
+                out.append(None)
+                continue
+            fetched = dict(zip(fields, next(replies), strict=True)) if fields else {}
+            values = {f: self._assemble(thread_id, f, how, fetched, remember) for f, how in plan.items()}
+            out.append(decode_tuple(self.serde, thread_id, ns, entry, channel_values(values, ns)))
+        return out
+
+    def _read_plan(self, thread_id: str, entry: Sequence[Any]) -> dict[bytes, tuple[str, Any, list[bytes]]]:
+        """Per blob field of a loaded checkpoint: ``(kind, detail, fields to fetch)``, kind
+        ``cached`` (detail: the value), ``whole`` or ``list`` (detail: segments, the cached
+        entry of another version of the list, how many first items it gives)."""
+        descriptors = dict(zip(entry[3][::2], entry[3][1::2], strict=True))
+        plan: dict[bytes, tuple[str, Any, list[bytes]]] = {}
+        for field in blob_fields_of(entry[1]):
+            cached = self.cache.get(thread_id, field)
+            if cached is not MISS:
+                plan[field] = ("cached", cached, [])
+            elif field not in descriptors:
+                plan[field] = ("whole", None, [field])
+            else:
+                segments = tuple(decode_segments(descriptors[field]) or ())
+                base = self.cache.latest(thread_id, field)
+                have = shared_prefix(base.segments, segments) if base and base.segments is not None else 0
+                key = unversioned(field)
+                items = [
+                    item_field(key, s.lineage, i) for s in segments for i in range(max(s.start, have), s.end)
+                ]
+                plan[field] = ("list", (segments, base, have), items)
+        return plan
+
+    def _assemble(
+        self,
+        thread_id: str,
+        field: bytes,
+        plan: tuple[str, Any, list[bytes]],
+        fetched: dict[bytes, Any],
+        remember: bool,
+    ) -> Any:
+        kind, detail, fields = plan
+        if kind == "cached":
+            return detail
+        if kind == "whole":
+            return self._decoded(thread_id, field, fetched[field], remember)
+        segments, base, have = detail
+        raws = [fetched[f] for f in fields]
+        if any(raw is None for raw in raws):  # deleted between the load and the HMGET
+            return NO_VALUE
+        value = [*(base.value[:have] if have else ()), *(decode_item(self.serde, raw) for raw in raws)]
+        if remember:
+            # A base's size is known for all of it only: prorate when a prefix is used.
+            size = (base.size * have // max(1, len(base.value)) if have else 0) + sum(map(len, raws))
+            self.cache.put(thread_id, field, value, size, segments)
+        return value
 
     def _decoded(self, thread_id: str, field: bytes, raw: bytes | None, remember: bool) -> Any:
         if raw is None:  # not in Redis: the checkpoint has no value for this channel
@@ -231,21 +331,82 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Op:
         thread_id, ns, _parent = thread_ns_id(config)
-        record, blobs = encode_put(self.serde, config, checkpoint, metadata, new_versions)
+        record = encode_record(self.serde, config, checkpoint, metadata)
         keys = ThreadKeys.of(thread_id)
-        args = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
-        if not blobs:
-            stored = yield Script("put", keys, args)
-        else:
-            put = Script("put", keys, [*args, *(b.field for b in blobs)])
-            hset = ("HSET", keys.blobs, *(x for b in blobs for x in (b.field, b.data)))
-            stored = (yield Commands([hset, put], transaction=True))[-1]
-        if not stored:
-            raise FencedError(thread_id)
+        head = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
+        values = checkpoint["channel_values"]
+        blobs: list[Blob] = []
+        as_lists: dict[bytes, Any] = {}
+        for channel, version in new_versions.items():
+            field, value = blob_field(ns, channel, version).encode(), values.get(channel, NO_VALUE)
+            # Lists (add_messages, operator.add) only: a list subclass may not survive items.
+            if self.format >= 2 and self.cache.max_bytes and type(value) is list:
+                as_lists[field] = value
+            else:
+                blobs.append(encode_blob(self.serde, field, value))
+        mode = "extend"
+        for _attempt in range(_PUT_ATTEMPTS):
+            lists = [self._plan_list(thread_id, f, v, mode) for f, v in as_lists.items()]
+            plain = [(b.field, b.data) for b in blobs]
+            for lp in lists:
+                plain += [(lp.field, encode_segments(lp.segments)), *lp.fresh]
+            musts = [lp.must_exist for lp in lists if lp.must_exist is not None]
+            appends = [lp.appended for lp in lists if lp.appended]
+            args = [*head, len(plain), *(f for f, _ in plain), len(musts), *musts, len(appends)]
+            for items in appends:
+                args += [len(items), *(x for pair in items for x in pair)]
+            if plain:
+                hset = ("HSET", keys.blobs, *(x for pair in plain for x in pair))
+                stored = (yield Commands([hset, Script("put", keys, args)], transaction=True))[-1]
+            else:
+                stored = yield Script("put", keys, args)
+            self.written_bytes["put"] += (
+                len(record)
+                + sum(len(d) for _, d in plain)
+                + sum(len(d) for items in appends for _, d in items)
+            )
+            if stored == 1:
+                break
+            if not stored:
+                raise FencedError(thread_id)
+            # -2: a fork met items of another checkpoint; -1: the list it extends is gone.
+            mode = "fork" if stored == -2 and mode == "extend" else "whole"
+        else:  # pragma: no cover - "whole" has nothing to meet
+            raise RuntimeError(f"checkpoint put to thread {thread_id!r} did not settle")
         # Only what Redis now holds: a fenced put took its blobs out again.
         for blob in blobs:
             self.cache.put(thread_id, blob.field, blob.value, len(blob.data))
+        for lp in lists:
+            self.cache.put(thread_id, lp.field, lp.value, lp.size, lp.segments)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _plan_list(self, thread_id: str, field: bytes, value: list[Any], mode: str) -> _ListPut:
+        """Store ``value`` as what it appends to the version this process holds of the same
+        list (``mode`` ``extend``), in a lineage of its own after that version's items
+        (``fork``), or all its items in a new lineage (``whole``, or nothing to build on)."""
+        key = unversioned(field)
+        lineage = field[len(key) + 1 :]  # the version: unique, so a new lineage is free
+        base = self.cache.latest(thread_id, field) if mode != "whole" else None
+        if base is not None and base.segments is not None and _extends(base.value, value):
+            n, segments = len(base.value), list(base.segments)
+            tail = [encode_item(self.serde, item) for item in value[n:]]
+            size = base.size + sum(map(len, tail))
+            must = item_field(key, segments[-1].lineage, n - 1) if segments else None
+            if not tail:
+                return _ListPut(field, value, base.size, tuple(segments), [], [], must)
+            if segments and mode == "extend":
+                last = segments[-1]
+                segments[-1] = Segment(last.lineage, last.start, len(value))
+                appended = [(item_field(key, last.lineage, n + i), raw) for i, raw in enumerate(tail)]
+                return _ListPut(field, value, size, tuple(segments), [], appended, must)
+            if len(segments) < MAX_SEGMENTS:
+                segments.append(Segment(lineage, n, len(value)))
+                fresh = [(item_field(key, lineage, n + i), raw) for i, raw in enumerate(tail)]
+                return _ListPut(field, value, size, tuple(segments), fresh, [], must)
+        items = [encode_item(self.serde, item) for item in value]
+        fresh = [(item_field(key, lineage, i), raw) for i, raw in enumerate(items)]
+        segments = (Segment(lineage, 0, len(value)),) if value else ()
+        return _ListPut(field, value, sum(map(len, items)), segments, fresh, [], None)
 
     def _op_put_writes(
         self,
@@ -257,6 +418,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         thread_id = thread_ns_id(config)[0]
         triples = encode_writes(self.serde, config, writes, task_id, task_path)
         args = [self.ttl_seconds, fencing_token(config), *triples]
+        self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])
         if not (yield Script("put_writes", ThreadKeys.of(thread_id), args)):
             raise FencedError(thread_id)
 
