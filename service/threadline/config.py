@@ -98,6 +98,11 @@ class CheckpointSettings(_Group):
     def _rules_across_fields(self) -> CheckpointSettings:
         if self.redis_password is not None:
             self.redis_url = urls.with_password(self.redis_url, self.redis_password)
+        if self.keep_last and self.backend != "redis":
+            raise ValueError(
+                "keep_last: implemented by the redis backend only; "
+                "unset it (0 keeps all) for CHECKPOINT_BACKEND=" + self.backend
+            )
         if self.backend == "postgres" and not self.postgres_url:
             raise ValueError("postgres_url: required when CHECKPOINT_BACKEND=postgres")
         if self.backend == "redis-stack" and urls.redis_db(self.redis_url) != 0:

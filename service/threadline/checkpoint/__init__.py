@@ -98,6 +98,7 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
         ttl_seconds=settings.redis_ttl,
         cache_bytes=settings.redis_cache_mb * 2**20,
         format=settings.redis_format,
+        keep_last=settings.keep_last,
     )
     try:
         yield saver

@@ -55,6 +55,8 @@ SEP = "\x00"
 # The configurable key a turn passes its lease token in (see RedisCheckpointSaver.aput).
 FENCING_TOKEN = "fencing_token"
 _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemorySaver stores it)
+# Its stored size (``empty\0``): retention takes a blob of this size for no value.
+EMPTY_BLOB_BYTES = 6
 # Type tag of a descriptor blob (a list stored item by item). Not a serde type: a release
 # that predates format 2 fails loudly on it (serde: "Unknown serialization type") instead of
 # reading the channel as empty.
@@ -309,6 +311,11 @@ def blob_fields_of(record: bytes) -> list[bytes]:
     """The blobs-hash fields a checkpoint record refers to (one per channel it has)."""
     items = unpack(record)
     return items[1 : 1 + int(items[0])]
+
+
+def parent_of(record: bytes) -> str:
+    """The parent checkpoint id in a checkpoint record (``""``: none)."""
+    return unpack(record)[-1].decode()
 
 
 def decode_blob(serde: SerializerProtocol, raw: bytes) -> Any:

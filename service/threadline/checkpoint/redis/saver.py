@@ -27,7 +27,7 @@ the run's ``configurable`` through to every ``aput``/``aput_writes`` (verified i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
 )
 from langgraph.checkpoint.memory import InMemorySaver
@@ -50,6 +51,7 @@ from threadline import redis_client
 from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis.cache import MISS, BlobCache
 from threadline.checkpoint.redis.records import (
+    EMPTY_BLOB_BYTES,
     MAX_SEGMENTS,
     NO_VALUE,
     Blob,
@@ -63,6 +65,7 @@ from threadline.checkpoint.redis.records import (
     decode_metadata,
     decode_segments,
     decode_tuple,
+    decode_writes,
     encode_blob,
     encode_item,
     encode_record,
@@ -73,6 +76,7 @@ from threadline.checkpoint.redis.records import (
     member,
     metadata_matches,
     ns_range,
+    parent_of,
     shared_prefix,
     split_member,
     thread_ns_id,
@@ -120,6 +124,10 @@ _PAGE = 100
 DEFAULT_CACHE_BYTES = 16 * 2**20
 # What put writes by default (CHECKPOINT_REDIS_FORMAT); see the class.
 LATEST_FORMAT = 2
+# With keep_last, a thread is trimmed once it holds this many checkpoints more than it keeps:
+# the drop script reads every record and blob field name of the thread, so it runs once per
+# ~3 turns of a MessagesState graph (3 checkpoints a turn), not on every put.
+RETAIN_BATCH = 10
 # Attempts of one put: an extension can meet a fork (then a lineage of its own) and then
 # find its base pruned (then the list whole).
 _PUT_ATTEMPTS = 3
@@ -157,10 +165,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         format: what ``put`` writes (both are always read). 2: a list value is stored item by
             item, each item once, when it extends the version this process holds; 1: every
             value whole, readable by releases before format 2 (``CHECKPOINT_REDIS_FORMAT``).
+        keep_last: 0 keeps every checkpoint; N keeps the N newest of each namespace of a
+            thread, plus every older one the delta chain of a kept one needs (see
+            :meth:`aretain`), trimming once a thread holds ``RETAIN_BATCH`` more
+            (``CHECKPOINT_KEEP_LAST``).
 
     Raises:
-        ValueError: a client decodes responses, ``ttl_seconds`` is not positive, or an
-            unknown ``format``.
+        ValueError: a client decodes responses, ``ttl_seconds`` is not positive, an unknown
+            ``format``, or a negative ``keep_last``.
     """
 
     # String versions "<counter>.<random>" like the in-memory, SQLite and Postgres savers.
@@ -175,6 +187,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         format: int = LATEST_FORMAT,
+        keep_last: int = 0,
     ) -> None:
         super().__init__(serde=serde)
         if ttl_seconds <= 0:
@@ -186,6 +199,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 raise ValueError("RedisCheckpointSaver needs clients with decode_responses=False")
         self.ttl_seconds = ttl_seconds
         self.format = format
+        if keep_last < 0:
+            raise ValueError("keep_last must be 0 (keep all) or positive")
+        self.keep_last = keep_last
         # Serialized bytes sent to Redis by write operations, by op (put, put_writes): what
         # the metrics wrapper reports as threadline_checkpoint_written_bytes_total.
         self.written_bytes: dict[str, int] = {"put": 0, "put_writes": 0}
@@ -206,6 +222,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         ttl_seconds: int,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         format: int = LATEST_FORMAT,
+        keep_last: int = 0,
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
@@ -214,7 +231,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
         Args:
             url: ``redis://`` or ``rediss://`` URL, with any db number.
-            ttl_seconds, cache_bytes, format: see the class.
+            ttl_seconds, cache_bytes, format, keep_last: see the class.
 
         Returns:
             The saver (no connection is made until the first call).
@@ -225,6 +242,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             sync_client=redis_client.sync_client(url),
             cache_bytes=cache_bytes,
             format=format,
+            keep_last=keep_last,
         )
         saver._owns_clients = True
         return saver
@@ -249,7 +267,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """
         keys = ThreadKeys.of(thread_id)
         entries = yield Script("load", keys.data, [x for pair in wanted for x in pair])
-        plans = [self._read_plan(thread_id, e) if e else {} for e in entries]
+        plans = [self._read_plan(thread_id, blob_fields_of(e[1]), e[3]) if e else {} for e in entries]
         fetch = [[f for how in plan.values() for f in how[-1]] for plan in plans]
         hmgets = [("HMGET", keys.blobs, *f) for f in fetch if f]
         replies = iter((yield Commands(hmgets)) if hmgets else ())
@@ -263,13 +281,16 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             out.append(decode_tuple(self.serde, thread_id, ns, entry, channel_values(values, ns)))
         return out
 
-    def _read_plan(self, thread_id: str, entry: Sequence[Any]) -> dict[bytes, tuple[str, Any, list[bytes]]]:
-        """Per blob field of a loaded checkpoint: ``(kind, detail, fields to fetch)``, kind
-        ``cached`` (detail: the value), ``whole`` or ``list`` (detail: segments, the cached
-        entry of another version of the list, how many first items it gives)."""
-        descriptors = dict(zip(entry[3][::2], entry[3][1::2], strict=True))
+    def _read_plan(
+        self, thread_id: str, fields: Sequence[bytes], flat_descriptors: Sequence[bytes]
+    ) -> dict[bytes, tuple[str, Any, list[bytes]]]:
+        """Per blob field: ``(kind, detail, fields to fetch)``, kind ``cached`` (detail: the
+        value), ``whole`` or ``list`` (detail: segments, the cached entry of another version
+        of the list, how many first items it gives). ``flat_descriptors``: ``field,
+        descriptor, …`` as the scripts return them."""
+        descriptors = dict(zip(flat_descriptors[::2], flat_descriptors[1::2], strict=True))
         plan: dict[bytes, tuple[str, Any, list[bytes]]] = {}
-        for field in blob_fields_of(entry[1]):
+        for field in fields:
             cached = self.cache.get(thread_id, field)
             if cached is not MISS:
                 plan[field] = ("cached", cached, [])
@@ -355,11 +376,16 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             args = [*head, len(plain), *(f for f, _ in plain), len(musts), *musts, len(appends)]
             for items in appends:
                 args += [len(items), *(x for pair in items for x in pair)]
+            commands: list[Any] = [Script("put", keys, args)]
             if plain:
-                hset = ("HSET", keys.blobs, *(x for pair in plain for x in pair))
-                stored = (yield Commands([hset, Script("put", keys, args)], transaction=True))[-1]
+                commands.insert(0, ("HSET", keys.blobs, *(x for pair in plain for x in pair)))
+            if self.keep_last:
+                commands.append(("ZCARD", keys.idx))
+            if len(commands) == 1:
+                stored, count = (yield commands[0]), 0
             else:
-                stored = yield Script("put", keys, args)
+                replies = yield Commands(commands, transaction=True)
+                stored, count = replies[1 if plain else 0], replies[-1] if self.keep_last else 0
             self.written_bytes["put"] += (
                 len(record)
                 + sum(len(d) for _, d in plain)
@@ -378,7 +404,82 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             self.cache.put(thread_id, blob.field, blob.value, len(blob.data))
         for lp in lists:
             self.cache.put(thread_id, lp.field, lp.value, lp.size, lp.segments)
+        if self.keep_last and count > self.keep_last + RETAIN_BATCH:
+            yield from self._op_retain(thread_id, self.keep_last)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _op_retain(self, thread_id: str, keep: int) -> Op:
+        """Drop all but the ``keep`` newest checkpoints of each namespace of a thread.
+
+        Kept as well: every ancestor a kept checkpoint's delta chain needs. A channel without
+        a value at a kept checkpoint (an ``empty`` blob, which is what a ``DeltaChannel``
+        stores between snapshots) keeps the parent chain back to the nearest checkpoint that
+        has a value for it, so ``get_delta_channel_history`` still finds its seed and the
+        writes after it. The newest checkpoint of a namespace holds its pending writes and
+        interrupts, and is always kept.
+        """
+        keys = ThreadKeys.of(thread_id)
+        (records,) = yield Commands([("HGETALL", keys.cp)])
+        by_ns: dict[str, list[str]] = {}
+        for m in records:
+            ns, checkpoint_id = split_member(m)
+            by_ns.setdefault(ns, []).append(checkpoint_id)
+        kept = {member(ns, i).encode() for ns, ids in by_ns.items() for i in sorted(ids)[-keep:]}
+        if len(kept) == len(records):
+            return
+        fields = sorted({f for record in records.values() for f in blob_fields_of(record)})
+        sizes = yield Commands([("HSTRLEN", keys.blobs, f) for f in fields])
+        # 6 bytes is ``empty\0`` or (rarely) an empty bytes value: taken as empty, which keeps more
+        empty = {f for f, n in zip(fields, sizes, strict=True) if n in (0, EMPTY_BLOB_BYTES)}
+        for start in list(kept):
+            ns = split_member(start)[0]
+            waiting = {unversioned(f) for f in blob_fields_of(records[start]) if f in empty}
+            parent = parent_of(records[start])
+            while waiting and parent:
+                m = member(ns, parent).encode()
+                if m not in records:
+                    break
+                kept.add(m)
+                waiting -= {unversioned(f) for f in blob_fields_of(records[m]) if f not in empty}
+                parent = parent_of(records[m])
+        doomed = [m for m in records if m not in kept]
+        if doomed:
+            yield Script("drop", keys.data, doomed)
+
+    def _op_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Op:
+        """What ``get_delta_channel_history`` returns, in at most two round trips: the walk
+        script (ancestors' writes, seed fields and descriptors), then one HMGET of the seeds'
+        whole values and list items the cache does not hold."""
+        if not channels:
+            return {}
+        thread_id, ns, checkpoint_id = thread_ns_id(config)
+        keys = ThreadKeys.of(thread_id)
+        ancestors, flat_seeds, descriptors = yield Script(
+            "delta_history", keys.data, [ns, checkpoint_id or "", *channels]
+        )
+        seeds = {
+            flat_seeds[i].decode(): (int(flat_seeds[i + 1]), flat_seeds[i + 2])
+            for i in range(0, len(flat_seeds), 3)
+        }
+        plan = self._read_plan(thread_id, [f for _depth, f in seeds.values()], descriptors)
+        fetch = [f for how in plan.values() for f in how[-1]]
+        fetched: dict[bytes, Any] = {}
+        if fetch:
+            (raws,) = yield Commands([("HMGET", keys.blobs, *fetch)])
+            fetched = dict(zip(fetch, raws, strict=True))
+        values = {f: self._assemble(thread_id, f, how, fetched, False) for f, how in plan.items()}
+        writes = [decode_writes(self.serde, records) for _id, records in ancestors]
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            depth, field = seeds.get(channel, (len(ancestors), None))
+            # ancestors come newest first; the seed's own writes belong to the history
+            entry: DeltaChannelHistory = {
+                "writes": [w for ws in reversed(writes[:depth]) for w in ws if w[1] == channel]
+            }
+            if field is not None and values[field] is not NO_VALUE:
+                entry["seed"] = values[field]
+            result[channel] = entry
+        return result
 
     def _plan_list(self, thread_id: str, field: bytes, value: list[Any], mode: str) -> _ListPut:
         """Store ``value`` as what it appends to the version this process holds of the same
@@ -766,7 +867,60 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """
         await self._run_async(self._op_prune(thread_ids, strategy))
 
+    async def aretain(self, thread_id: str, keep: int) -> None:
+        """Drop all but the ``keep`` newest checkpoints of each namespace of ``thread_id``.
+
+        Never one a pending write or interrupt needs (the newest of a namespace holds them),
+        nor an ancestor the delta chain of a kept one needs (a channel without a value there
+        keeps the parent chain back to its nearest value). Runs by itself after puts when
+        the saver has ``keep_last``.
+
+        Args:
+            thread_id: the thread.
+            keep: checkpoints kept per namespace, at least 1.
+
+        Raises:
+            ValueError: ``keep`` below 1.
+            redis.RedisError: Redis is unreachable or refused the call.
+        """
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        await self._run_async(self._op_retain(thread_id, keep))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes since its nearest stored value (the seed) on the parent
+        chain of ``config``'s checkpoint, as ``BaseCheckpointSaver`` defines it.
+
+        Two round trips however deep the chain: one script walks it inside Redis (records,
+        writes and descriptors are small), then one HMGET of the seeds' values.
+
+        Args:
+            config: the target checkpoint (``checkpoint_id`` absent: the latest).
+            channels: channel names; empty gives an empty mapping.
+
+        Returns:
+            ``{channel: {"writes": [...oldest first], "seed"?: value}}``.
+
+        Raises:
+            redis.RedisError: Redis is unreachable or refused the call.
+        """
+        return await self._run_async(self._op_delta_history(config, channels))
+
     # --- public API (sync twins; need sync_client) ------------------------------------------
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Sync :meth:`aget_delta_channel_history`."""
+        return self._run_sync(self._op_delta_history(config, channels))
+
+    def retain(self, thread_id: str, keep: int) -> None:
+        """Sync :meth:`aretain`."""
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self._run_sync(self._op_retain(thread_id, keep))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Sync :meth:`aget_tuple`."""

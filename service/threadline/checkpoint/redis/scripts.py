@@ -226,10 +226,63 @@ return n
 """
 )
 
+# KEYS[1..5] = idx, cp, blobs, widx, w
+# ARGV[1] = checkpoint_ns, ARGV[2] = checkpoint id ('' = the latest), ARGV[3..] = channels
+# Walks the parent chain from the checkpoint's parent (its own writes are pending, not
+#   history) until every channel met a non-empty blob (its seed), or the root.
+# returns {{checkpoint id, {write records}} per ancestor, newest first},
+#   {channel, ancestor index (1-based), seed field, ...}, {field, descriptor, ...} of seeds
+#   that are lists stored item by item (the caller HMGETs the seeds: no big values in Lua)
+DELTA_HISTORY = (
+    LIB
+    + r"""
+local ns, id = ARGV[1], ARGV[2]
+if id == '' then
+  local latest = redis.call('ZREVRANGEBYLEX', KEYS[1], '(' .. ns .. '\1', '[' .. ns .. '\0', 'LIMIT', 0, 1)
+  if latest[1] then id = string.sub(latest[1], #ns + 2) end
+end
+local function has_value(f)  -- 'empty\0' (6 bytes): the checkpoint has no value for the channel
+  local n = redis.call('HSTRLEN', KEYS[3], f)
+  return n > 0 and (n ~= 6 or redis.call('HGET', KEYS[3], f) ~= 'empty\0')
+end
+local function parent_of(record)
+  local head, pos = items(record, 1, 1)
+  local rest = items(record, pos, tonumber(head[1]) + 5)
+  return rest[#rest]
+end
+local waiting, left = {}, 0
+for i = 3, #ARGV do waiting[ARGV[i]] = true; left = left + 1 end
+local record = id ~= '' and redis.call('HGET', KEYS[2], ns .. '\0' .. id)
+local ancestors, seeds, descs = {}, {}, {}
+local parent = record and parent_of(record) or ''
+while parent ~= '' and left > 0 do
+  local m = ns .. '\0' .. parent
+  record = redis.call('HGET', KEYS[2], m)
+  if not record then break end
+  local wf, writes = writes_of(m), {}
+  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  ancestors[#ancestors + 1] = {parent, writes}
+  for _, f in ipairs(blob_fields(record)) do
+    local channel = string.match(f, '^%Z*%z(%Z*)%z')
+    if waiting[channel] and has_value(f) then
+      waiting[channel] = nil
+      left = left - 1
+      seeds[#seeds + 1] = channel; seeds[#seeds + 1] = #ancestors; seeds[#seeds + 1] = f
+      local d = descriptor(f)
+      if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
+    end
+  end
+  parent = parent_of(record)
+end
+return {ancestors, seeds, descs}
+"""
+)
+
 # name -> source; the saver registers each once per client
 SCRIPTS: dict[str, str] = {
     "load": LOAD,
     "put": PUT,
     "put_writes": PUT_WRITES,
     "drop": DROP,
+    "delta_history": DELTA_HISTORY,
 }
