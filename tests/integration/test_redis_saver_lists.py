@@ -150,3 +150,30 @@ async def test_prune_keeps_the_items_the_latest_needs(
         ("human", "four"),
         ("ai", "reply to: four"),
     ]
+
+
+async def test_written_bytes_per_turn_stay_flat_and_reach_metrics(saver: RedisCheckpointSaver) -> None:
+    from prometheus_client import REGISTRY
+
+    from threadline.checkpoint.instrumented import instrument
+
+    backend = f"redis-test-{uuid.uuid4().hex[:6]}"
+    g = graph(instrument(saver, backend))
+    config = {"configurable": {"thread_id": f"t-{uuid.uuid4()}"}}
+
+    def written() -> float:
+        return sum(REGISTRY.get_sample_value(
+            "threadline_checkpoint_written_bytes_total", {"backend": backend, "op": op}
+        ) or 0 for op in ("put", "put_writes"))  # fmt: skip
+
+    per_turn = []
+    for i in range(40):
+        before = written()
+        await g.ainvoke({"messages": [HumanMessage(f"question {i:02d}")]}, config)
+        per_turn.append(written() - before)
+    assert per_turn[5] > 0
+    if saver.cache.max_bytes:  # each message once: turn 40 writes what turn 5 wrote, give or take
+        assert per_turn[39] < 1.5 * per_turn[5], per_turn
+    else:  # whole lists: grows with the conversation
+        assert per_turn[39] > 3 * per_turn[5], per_turn
+    assert written() == sum(saver.written_bytes.values())
