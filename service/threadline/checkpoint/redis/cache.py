@@ -85,6 +85,16 @@ class BlobCache:
             self._threads.move_to_end(thread_id)
             return _fresh(entry.value)
 
+    def held(self, thread_id: str) -> dict[bytes, Any]:
+        """Every value held for ``thread_id`` by blob field (copies of containers), at once: a
+        reader that told Redis it holds them must not lose one to an eviction meanwhile."""
+        with self._lock:
+            channels = self._threads.get(thread_id)
+            if not channels:
+                return {}
+            self._threads.move_to_end(thread_id)
+            return {entry.field: _fresh(entry.value) for entry in channels.values()}
+
     def latest(self, thread_id: str, field: bytes) -> Entry | None:
         """The entry of ``field``'s channel, whatever its version; its value is *not* a copy
         (to compare with, not to hand out)."""

@@ -74,15 +74,18 @@ end
 )
 
 # KEYS[1..5] = idx, cp, blobs, widx, w
-# ARGV = checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
+# ARGV[1] = n, ARGV[2..1+n] = blob fields the caller holds decoded (no descriptor wanted),
+# then checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
 # returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...}} for the
-#   record's blob fields that hold a list stored item by item, or false when there is no such
-#   checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
+#   record's other blob fields that hold a list stored item by item, or false when there is
+#   no such checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
 LOAD = (
     LIB
     + r"""
-local out = {}
-for i = 1, #ARGV, 2 do
+local out, held = {}, {}
+local n = tonumber(ARGV[1])
+for i = 2, 1 + n do held[ARGV[i]] = true end
+for i = 2 + n, #ARGV, 2 do
   local ns, id = ARGV[i], ARGV[i + 1]
   if id == '' then
     local latest = redis.call('ZREVRANGEBYLEX', KEYS[1], '(' .. ns .. '\1', '[' .. ns .. '\0',
@@ -95,7 +98,7 @@ for i = 1, #ARGV, 2 do
     local wf, writes, descs = writes_of(m), {}, {}
     if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
     for _, f in ipairs(blob_fields(record)) do
-      local d = descriptor(f)
+      local d = not held[f] and descriptor(f)
       if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
     end
     out[#out + 1] = {id, record, writes, descs}
