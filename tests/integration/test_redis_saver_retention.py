@@ -201,3 +201,24 @@ async def test_retention_never_drops_a_pending_interrupt(redis_server: RedisServ
         assert len(out["messages"]) == 14
     finally:
         await s.aclose()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis", "postgres", "redis-stack"])
+async def test_a_delta_channel_graph_works_on_every_backend(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    """Through ``open_checkpointer``, as the service opens it: the same states as InMemorySaver."""
+    from checkpoint_graph import settings_for
+
+    from threadline.checkpoint import open_checkpointer
+
+    ref = delta_graph(InMemorySaver())
+    await run(ref, "ref", 7)
+    expected = [s.values async for s in ref.aget_state_history({"configurable": {"thread_id": "ref"}})]
+    async with open_checkpointer(settings_for(backend, request, tmp_path)) as saver:
+        g = delta_graph(saver)
+        tid = f"t-{uuid.uuid4()}"
+        await run(g, tid, 7)
+        config = {"configurable": {"thread_id": tid}}
+        assert [s.values async for s in g.aget_state_history(config)] == expected
+        assert (await g.aget_state(config)).values["notes"][-1] == "note 6"
