@@ -112,6 +112,11 @@ async def test_a_delta_channel_graph_reads_as_in_memory_in_two_round_trips(
             channels=["notes", "count"],
         )
         assert norm(got) == norm(expected), i
+    # The sync twin (tools, scripts) walks the same way.
+    last = {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": ids[0]}}
+    assert saver.get_delta_channel_history(
+        config=last, channels=["notes"]
+    ) == await saver.aget_delta_channel_history(config=last, channels=["notes"])
 
 
 async def test_a_delta_chain_deeper_than_a_snapshot_interval_still_takes_two_round_trips(
