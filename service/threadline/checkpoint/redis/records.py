@@ -3,8 +3,9 @@
 The keys are named in :mod:`threadline.redis_keys` (the one key schema the lease and the
 sessions share). Every key of one thread shares the hash tag ``{thread_id}``, so one Lua script
 may touch all of them, also on Redis Cluster. A thread has a *fixed* set of keys however long
-it lives (not one key per checkpoint), so refreshing the TTL on each write costs a constant six
-EXPIREs:
+it lives (not one key per checkpoint), so refreshing the TTL costs a constant six EXPIREs, done
+only when a key a script wrote has lost more than a minute of it (a tenth of a TTL under ten
+minutes; one PTTL per write):
 
 ==================  ======  ==============================================================
 key                 type    holds
@@ -14,7 +15,10 @@ key                 type    holds
                             the latest of a namespace is one ZREVRANGEBYLEX
 ``tl:{T}:cp``       HASH    ``ns\\0checkpoint_id`` → checkpoint record (below)
 ``tl:{T}:blobs``    HASH    ``ns\\0channel\\0version`` → ``type\\0bytes``: one blob per
-                            (channel, version), so a put writes only the changed channels
+                            (channel, version), so a put writes only the changed channels;
+                            for a list stored item by item (format 2) that blob is a
+                            descriptor ``tl-seg\\0lineage\\0start\\0end…`` and the items are
+                            ``ns\\0channel\\0lineage\\0position`` → ``type\\0bytes``
 ``tl:{T}:widx``     ZSET    score 0, member ``ns\\0checkpoint_id\\0task_id\\0idx``: finds one
                             checkpoint's pending writes by range, without scanning
 ``tl:{T}:w``        HASH    same member → write record
@@ -32,6 +36,11 @@ checkpoint bytes, metadata type, metadata bytes, parent id``: the scripts read o
 ``k`` blob field names (the checkpoint's ``channel_versions``, which Python then fetches with
 one HMGET); Python reads the rest. A write record is ``task_id, channel, type,
 bytes, task_path, idx``.
+
+Format 2 (ADR 0007) changes only what a list-valued channel's blob holds: the list is a
+sequence of segments of *lineages*, runs of items each stored once, named by the version that
+started the lineage; a put appends a step's new items to the lineage of the version it
+extends. Records, writes and every other blob are as in format 1, which is still read.
 """
 
 from __future__ import annotations
