@@ -227,3 +227,22 @@ async def test_a_delta_channel_graph_works_on_every_backend(
         config = {"configurable": {"thread_id": tid}}
         assert [s.values async for s in g.aget_state_history(config)] == expected
         assert (await g.aget_state(config)).values["notes"][-1] == "note 6"
+
+
+async def test_prune_keep_latest_keeps_what_a_delta_channel_needs(saver: RedisCheckpointSaver) -> None:
+    """LangGraph's caveat for prune: dropping the ancestors between the latest checkpoint and
+    the last snapshot would read a DeltaChannel as empty. This prune keeps them."""
+    tid, ref_tid = f"t-{uuid.uuid4()}", f"t-{uuid.uuid4()}"
+    g, ref = delta_graph(saver), delta_graph(InMemorySaver())
+    await run(g, tid, 10)
+    await run(ref, ref_tid, 10)
+    config = {"configurable": {"thread_id": tid}}
+    before = len([t async for t in saver.alist(config)])
+    await saver.aprune([tid])
+    after = len([t async for t in saver.alist(config)])
+    assert 1 < after < before
+    cold = RedisCheckpointSaver(saver._client, ttl_seconds=TTL)
+    expected = (await ref.aget_state({"configurable": {"thread_id": ref_tid}})).values
+    assert (await delta_graph(cold).aget_state(config)).values == expected
+    await g.ainvoke({"notes": ["more"]}, config)
+    assert (await delta_graph(cold).aget_state(config)).values["notes"][-2:] == ["more", "note 10"]

@@ -634,14 +634,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 yield Commands([("DEL", *keys.data)])
                 continue
-            (members,) = yield Commands([("ZRANGE", keys.idx, 0, -1)])
-            latest: dict[str, bytes] = {}
-            for m in members:  # ascending, so the last one of each namespace wins
-                latest[split_member(m)[0]] = m
-            kept = set(latest.values())
-            doomed = [m for m in members if m not in kept]
-            if doomed:
-                yield Script("drop", keys.data, doomed)
+            # The latest of each namespace, and what its delta chains need (see _op_retain).
+            yield from self._op_retain(thread_id, 1)
 
     # --- drivers -------------------------------------------------------------------------------
 
@@ -862,8 +856,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Drop old checkpoints of threads, with their writes and unreferenced blobs.
 
-        Not ``DeltaChannel``-aware: ``keep_latest`` keeps only the latest checkpoint of each
-        namespace (threadline's graphs use no delta channels).
+        ``keep_latest`` keeps the latest checkpoint of each namespace and, as
+        :meth:`aretain` does, the ancestors its ``DeltaChannel`` chains need (the parent chain
+        back to each valueless channel's nearest value), so a delta channel never reads as
+        empty after a prune.
 
         Args:
             thread_ids: the threads.
