@@ -3,7 +3,7 @@
 With Redis checkpoints the lease lives in the checkpoint Redis, next to the thread's keys (same
 ``{thread_id}`` hash tag). Taking it draws a fresh token from a per-thread counter (``INCR``);
 the turn passes that token to every checkpoint write, and the Redis saver refuses a write whose
-token is no longer the lease's (see ``checkpoint/redis.py``). So a replica that was paused or cut
+token is no longer the lease's (see ``checkpoint/redis/``). So a replica that was paused or cut
 off past its lease cannot fork the thread, even though it still believes it holds the lease.
 
 The lease is renewed in the background while the turn runs and expires on its own when its

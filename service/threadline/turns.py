@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from threadline import metrics
 from threadline.agent.graph import MODEL_NODE
-from threadline.checkpoint.base import FencedError
+from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas

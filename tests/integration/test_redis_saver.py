@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.graph import START, MessagesState, StateGraph
 from redis.crc import key_slot
 
-from threadline.checkpoint.base import FencedError
+from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis import DEFAULT_CACHE_BYTES, RedisCheckpointSaver
 from threadline.redis_keys import ThreadKeys, fence_counter_key, lease_key
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from threadline.checkpoint.cache import MISS, NO_VALUE, BlobCache
+from threadline.checkpoint.redis.cache import MISS, NO_VALUE, BlobCache
 
 pytestmark = pytest.mark.unit
 

@@ -94,7 +94,11 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
     # misaddressed or down Redis is reported at open, not inside the first turn.
     await redis_client.ping(settings.redis_url, backend="redis")
     saver = RedisCheckpointSaver.from_url(
-        settings.redis_url, ttl_seconds=settings.redis_ttl, cache_bytes=settings.redis_cache_mb * 2**20
+        settings.redis_url,
+        ttl_seconds=settings.redis_ttl,
+        cache_bytes=settings.redis_cache_mb * 2**20,
+        format=settings.redis_format,
+        keep_last=settings.keep_last,
     )
     try:
         yield saver

@@ -17,3 +17,20 @@ class StoreUnavailable(ConnectionError):
     def __init__(self, backend: str, detail: str) -> None:
         super().__init__(f"checkpoint backend {backend!r} unavailable: {detail}")
         self.backend = backend
+
+
+class FencedError(RuntimeError):
+    """A checkpoint write carried a fencing token that no longer holds the thread's lease.
+
+    Nothing was written. The message names the thread, never a token.
+
+    Attributes:
+        thread_id: the thread whose write was refused.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"checkpoint write to thread {thread_id!r} refused: the turn lease is held by "
+            "another turn (stale fencing token)"
+        )
+        self.thread_id = thread_id

@@ -45,7 +45,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from redis.exceptions import NoScriptError
 
 from threadline import redis_client
-from threadline.checkpoint.base import (
+from legacy_redis_saver.base import (
     NO_VALUE,
     Commands,
     Emit,
@@ -66,7 +66,7 @@ from threadline.checkpoint.base import (
     split_member,
     thread_ns_id,
 )
-from threadline.checkpoint.cache import MISS, BlobCache
+from legacy_redis_saver.cache import MISS, BlobCache
 from threadline.redis_keys import INDEX_KEY_PATTERN, ThreadKeys, thread_id_of_index_key
 
 Step = Script | Commands | Emit

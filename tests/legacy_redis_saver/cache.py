@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from threadline.checkpoint.base import NO_VALUE, unversioned
+from legacy_redis_saver.base import NO_VALUE, unversioned
 
 __all__ = ["MISS", "NO_VALUE", "BlobCache"]
 

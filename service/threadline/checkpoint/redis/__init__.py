@@ -1,0 +1,22 @@
+"""The ``redis`` backend: threadline's checkpoint saver on plain Redis data structures.
+
+============  ==============================================================================
+module        holds
+============  ==============================================================================
+``saver``     :class:`RedisCheckpointSaver`: operations written once as generators, sync and
+              async drivers, the public methods
+``scripts``   the Lua scripts, each with its KEYS/ARGV/reply documented
+``records``   the record format (netstrings the scripts can read) and field names; no I/O
+``cache``     the decoded-value cache of one process
+============  ==============================================================================
+
+The keys themselves are named in :mod:`threadline.redis_keys`, shared with the lease and the
+sessions.
+"""
+
+from __future__ import annotations
+
+from threadline.checkpoint.errors import FencedError
+from threadline.checkpoint.redis.saver import DEFAULT_CACHE_BYTES, RedisCheckpointSaver
+
+__all__ = ["DEFAULT_CACHE_BYTES", "FencedError", "RedisCheckpointSaver"]
