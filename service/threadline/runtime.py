@@ -1,4 +1,5 @@
-"""The state of one running replica: settings, stores once open, draining flag."""
+"""The state of one running replica: settings, stores once open, the served graphs, the
+``/v1`` conversations and the LangGraph API's threads and runs, draining flag."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from contextlib import AsyncExitStack
 from threadline.agent import build_graph, make_model
 from threadline.auth import ApiKeys
 from threadline.config import Settings
+from threadline.runs.assistants import Assistants
+from threadline.runs.runs import Runs
+from threadline.runs.threads import Threads
 from threadline.stores import STORE_ERRORS, Stores
 from threadline.turns import Conversations
 
@@ -29,6 +33,9 @@ class Runtime:
         self.model = make_model(settings.model)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
+        self.assistants: Assistants | None = None
+        self.threads: Threads | None = None
+        self.runs: Runs | None = None
         self.draining = False
 
     async def connect(self, stack: AsyncExitStack) -> None:
@@ -47,13 +54,19 @@ class Runtime:
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             stack.push_async_callback(attempt.aclose)
+            graphs = {"chat": build_graph(self.model, stores.checkpointer)}
+            self.assistants = Assistants(graphs)
+            self.threads = Threads(stores.records, self.assistants, stores.lease, stores.checkpointer)
+            self.runs = Runs(self.threads, self.assistants, stores.records, stores.lease)
+            stack.push_async_callback(self.runs.aclose)
+            self.conversations = Conversations(graphs["chat"], stores.lease, stores.records)
             self.stores = stores
-            self.conversations = Conversations(build_graph(self.model, stores.checkpointer), stores.lease)
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 
     async def drain(self, seconds: float) -> None:
-        """Wait until no turn is in flight, at most ``seconds``."""
-        if self.conversations is not None:
+        """Wait until no turn or run is in flight, at most ``seconds``."""
+        waits = [x.idle.wait() for x in (self.conversations, self.runs) if x is not None]
+        if waits:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.conversations.idle.wait(), seconds)
+                await asyncio.wait_for(asyncio.gather(*waits), seconds)
