@@ -39,8 +39,8 @@ bench-service: install  ## service benchmark: turns/s and latency, redis vs redi
 	$(PY) scripts/bench_service.py
 
 lint: install-python  ## ruff
-	$(VENV)/bin/ruff check service tests scripts
-	$(VENV)/bin/ruff format --check service tests scripts
+	$(VENV)/bin/ruff check service tests scripts examples
+	$(VENV)/bin/ruff format --check service tests scripts examples
 
 image:  ## build the service image (docker when present, else podman)
 	scripts/build-image.sh

@@ -186,6 +186,21 @@ class ServerSettings(_Group):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class GraphSettings(_Group):
+    """The graphs served (``LANGGRAPH_CONFIG``); see :mod:`threadline.agent.registry`."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    # A langgraph.json (the LangGraph CLI format) whose ``graphs`` are served beside the
+    # built-in ``chat`` graph; unset serves ``chat`` alone.
+    config_path: Path | None = Field(default=None, validation_alias=AliasChoices("LANGGRAPH_CONFIG"))
+
+    @field_validator("config_path", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # a chart renders an unset value as ""
+
+
 # Environment prefix of each group, for naming the variable in error messages.
 _PREFIXES: dict[type[BaseSettings], str] = {
     CheckpointSettings: "CHECKPOINT_",
@@ -193,6 +208,7 @@ _PREFIXES: dict[type[BaseSettings], str] = {
     TurnSettings: "TURN_",
     ModelSettings: "MODEL_",
     ServerSettings: "",
+    GraphSettings: "",
 }
 _ALIASES = {
     (SessionSettings, "redis_url"): "REDIS_URL",
@@ -200,6 +216,7 @@ _ALIASES = {
     (SessionSettings, "redis_password"): "REDIS_PASSWORD",
     (CheckpointSettings, "redis_password"): "REDIS_PASSWORD",
     (ModelSettings, "name"): "MODEL",
+    (GraphSettings, "config_path"): "LANGGRAPH_CONFIG",
 }
 
 S = TypeVar("S", bound=BaseSettings)
@@ -243,12 +260,14 @@ class Settings:
         turn: TurnSettings,
         model: ModelSettings,
         server: ServerSettings,
+        graph: GraphSettings | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.session = session
         self.turn = turn
         self.model = model
         self.server = server
+        self.graph = graph or GraphSettings(config_path=None)
 
     @classmethod
     def load(cls) -> Settings:
@@ -263,6 +282,7 @@ class Settings:
             turn=load(TurnSettings),
             model=load(ModelSettings),
             server=load(ServerSettings),
+            graph=load(GraphSettings),
         )
         settings.session.api_key_hashes()  # validate API_KEYS now, not on first request
         return settings
