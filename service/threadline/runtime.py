@@ -9,6 +9,7 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
+from threadline.agent.registry import CHAT, bind_graphs, import_graphs
 from threadline.auth import ApiKeys
 from threadline.config import Settings
 from threadline.runs.assistants import Assistants
@@ -31,6 +32,8 @@ class Runtime:
         self.replica = settings.server.replica_name
         self.api_keys = ApiKeys(settings.session.api_key_hashes())
         self.model = make_model(settings.model)
+        # Imported now, so a graph that fails to import stops start-up before any store opens.
+        self.user_graphs = import_graphs(settings.graph.config_path)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
@@ -54,12 +57,14 @@ class Runtime:
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             stack.push_async_callback(attempt.aclose)
-            graphs = {"chat": build_graph(self.model, stores.checkpointer)}
+            graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)
             self.assistants = Assistants(graphs)
             self.threads = Threads(stores.records, self.assistants, stores.lease, stores.checkpointer)
             self.runs = Runs(self.threads, self.assistants, stores.records, stores.lease)
             stack.push_async_callback(self.runs.aclose)
-            self.conversations = Conversations(graphs["chat"], stores.lease, stores.records)
+            # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
+            chat = graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)
+            self.conversations = Conversations(chat, stores.lease, stores.records)
             self.stores = stores
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
