@@ -63,7 +63,9 @@ class Runtime:
             self.runs = Runs(self.threads, self.assistants, stores.records, stores.lease)
             stack.push_async_callback(self.runs.aclose)
             # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
-            chat = graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)
+            chat = (
+                graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)
+            )
             self.conversations = Conversations(chat, stores.lease, stores.records)
             self.stores = stores
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})

@@ -59,7 +59,8 @@ class Assistants:
         self._by_graph = {gid: Assistant(assistant_id_of(gid), gid, g) for gid, g in graphs.items()}
         self._by_uuid = {a.assistant_id: a for a in self._by_graph.values()}
         self.default_graph_id = default_graph_id if default_graph_id in graphs else next(iter(graphs))
-        self.created_at = datetime.now(UTC).isoformat()
+        # The same on every replica and across restarts: an assistant is the graph, not a record.
+        self.created_at = datetime(1970, 1, 1, tzinfo=UTC).isoformat()
 
     def get(self, assistant_id: str) -> Assistant:
         """By UUID or graph id.
@@ -112,11 +113,15 @@ class Assistants:
             except Exception:  # a schema LangGraph cannot render is reported as absent
                 return None
 
+        # pydantic cannot render some state types (typing.TypedDict on Python < 3.12): then the
+        # schema still lists the graph's keys, without their types.
         return {
             "graph_id": assistant.graph_id,
-            "input_schema": attempt(graph.get_input_jsonschema),
-            "output_schema": attempt(graph.get_output_jsonschema),
-            "state_schema": attempt(lambda: _state_schema(graph)),
+            "input_schema": attempt(graph.get_input_jsonschema) or _keys_schema("Input", input_keys(graph)),
+            "output_schema": attempt(graph.get_output_jsonschema)
+            or _keys_schema("Output", graph.output_channels),
+            "state_schema": attempt(lambda: _state_schema(graph))
+            or _keys_schema("State", graph.stream_channels),
             "config_schema": attempt(lambda: graph.get_config_jsonschema()),
             "context_schema": attempt(graph.get_context_jsonschema),
         }
@@ -126,6 +131,26 @@ class Assistants:
         for ns, sub in assistant.graph.get_subgraphs(namespace=namespace, recurse=recurse):
             found[ns] = self.schemas(Assistant(assistant.assistant_id, assistant.graph_id, sub))
         return found
+
+
+def input_keys(graph: Any) -> list[str] | None:
+    """The keys a graph's input may have (its input schema's), or None when any value fits."""
+    builder = getattr(graph, "builder", None)
+    schemas = getattr(builder, "schemas", None)
+    if schemas and getattr(builder, "input_schema", None) in schemas:
+        return list(schemas[builder.input_schema])
+    channels = graph.input_channels
+    return None if isinstance(channels, str) else list(channels)
+
+
+def _keys_schema(title: str, channels: str | list[str] | None) -> dict[str, Any] | None:
+    if not channels or isinstance(channels, str):
+        return None
+    return {
+        "title": title,
+        "type": "object",
+        "properties": {c: {} for c in channels if not c.startswith("__")},
+    }
 
 
 def _state_schema(graph: CompiledStateGraph) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from threadline import metrics
 from threadline.checkpoint.base import FencedError
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.runs import wire
-from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.assistants import Assistant, Assistants, input_keys
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
@@ -231,8 +231,11 @@ class Runs:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
         with contextlib.suppress(Exception):
             await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+        # The run stopped mid-step: its unfinished step is not an interrupt the client must
+        # answer, so the thread is idle unless it already waited at one.
         state = await assistant.graph.aget_state(thread_config(run.thread_id))
-        return "interrupted", thread_status_of(state), wire.dumps({"__error__": error})
+        status = "interrupted" if state.interrupts else "idle"
+        return "interrupted", status, wire.dumps({"__error__": error})
 
     async def _run_in_turn(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
         """Wait for the run's turn (head of the queue, then the lease), run it, and return
@@ -381,8 +384,8 @@ def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
         raise Invalid("send either input or command, not both")
     if graph_input is None:
         return
-    channels = assistant.graph.input_channels
-    if isinstance(channels, str):
+    channels = input_keys(assistant.graph)
+    if channels is None:
         return  # a graph whose input is one value: any JSON value fits
     if not isinstance(graph_input, dict):
         raise Invalid(f"input: graph {assistant.graph_id!r} takes an object with keys {sorted(channels)}")

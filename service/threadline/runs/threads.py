@@ -212,7 +212,8 @@ class Threads:
     ) -> StateSnapshot | None:
         graph = self.assistant_of(record).graph
         state = await graph.aget_state(thread_config(record.thread_id, checkpoint), subgraphs=subgraphs)
-        return state if state.config.get("configurable", {}).get("checkpoint_id") or state.values else None
+        # LangGraph answers a missing checkpoint with an empty snapshot (no creation time).
+        return state if state.created_at is not None else None
 
     async def as_dict(self, record: ThreadRecord, state: StateSnapshot | None = None) -> dict[str, Any]:
         """The API's ``Thread``: the record plus the current values and interrupts."""

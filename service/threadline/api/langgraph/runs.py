@@ -280,7 +280,7 @@ async def cancel_many(
 
 def _stream_modes(raw: list[str]) -> list[str] | None:
     modes: list[str] = []
-    for value in raw:
+    for value in filter(None, raw):  # the SDK sends an empty stream_mode= for "all of them"
         if value.startswith("["):
             try:
                 parsed = orjson.loads(value)
