@@ -38,7 +38,7 @@ from threadline.runs.records import (
     RunRejected,
     now_iso,
 )
-from threadline.runs.threads import Threads, thread_config, thread_status_of
+from threadline.runs.threads import OWNER_KEY, Threads, thread_config, thread_status_of
 
 log = logging.getLogger(__name__)
 
@@ -391,8 +391,9 @@ def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
         raise Invalid(f"input: graph {assistant.graph_id!r} takes an object with keys {sorted(channels)}")
     unknown = sorted(set(graph_input) - set(channels))
     if unknown:
+        graph_id = assistant.graph_id
         raise Invalid(
-            f"input: {unknown} are not input keys of graph {assistant.graph_id!r} (it takes {sorted(channels)})"
+            f"input: {unknown} are not input keys of graph {graph_id!r} (it takes {sorted(channels)})"
         )
 
 
@@ -431,6 +432,8 @@ def _run_config(run: RunRecord, assistant: Assistant, token: str | None) -> dict
         "thread_id": run.thread_id,
         "graph_id": assistant.graph_id,
         "assistant_id": assistant.assistant_id,
+        # In every checkpoint the run writes: the thread's owner survives a lost record.
+        OWNER_KEY: run.owner,
     }
     config["run_id"] = uuid.UUID(run.run_id)
     return config

@@ -22,6 +22,8 @@ from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import RecordStore, ThreadRecord, now_iso
 
 SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
+# Checkpoint metadata key naming the thread's owner (written by every run and state update).
+OWNER_KEY = "threadline_owner"
 
 
 def thread_config(thread_id: str, checkpoint: dict[str, Any] | None = None, token: str | None = None):
@@ -84,13 +86,20 @@ class Threads:
         return record
 
     async def _adopt(self, thread_id: str) -> ThreadRecord | None:
-        """A record for a thread that has checkpoints but no record (made through ``/v1``)."""
+        """A record for a thread that has checkpoints but no record: made through ``/v1``
+        (owner in its state), or whose record was lost (a process-local record store after a
+        restart; the owner is in the checkpoint's metadata)."""
         saved = await self.checkpointer.aget_tuple(thread_config(thread_id))
-        owner = saved.checkpoint["channel_values"].get("owner") if saved else None
+        if saved is None:
+            return None
+        metadata = saved.metadata or {}
+        owner = metadata.get(OWNER_KEY) or saved.checkpoint["channel_values"].get("owner")
         if not isinstance(owner, str):
             return None
+        graph_id = metadata.get("graph_id") or "chat"
         created = saved.checkpoint.get("ts") or now_iso()
-        record = ThreadRecord(thread_id, owner, created, now_iso(), {"graph_id": "chat"}, "idle")
+        record = ThreadRecord(thread_id, owner, created, now_iso(), {"graph_id": graph_id}, "idle")
+        record.status = thread_status_of(await self._state(record))
         await self.records.create_thread(record)
         return await self.records.get_thread(thread_id)
 
@@ -272,9 +281,9 @@ class Threads:
             raise NotFound("checkpoint")
         async with self.lease.hold(thread_id) as held:
             try:
-                written = await graph.aupdate_state(
-                    thread_config(thread_id, checkpoint, held.token), values, as_node=as_node
-                )
+                config = thread_config(thread_id, checkpoint, held.token)
+                config["metadata"] = {OWNER_KEY: principal, "graph_id": self.assistant_of(record).graph_id}
+                written = await graph.aupdate_state(config, values, as_node=as_node)
             except (ValueError, TypeError, KeyError) as exc:
                 # LangGraph's refusal of an update that does not fit the graph (unknown node,
                 # ambiguous writer, bad channel): the caller's mistake, nothing was written.
