@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from client import API_KEY, API_KEYS, expected_reply
 from langgraph_sdk import get_client
+
+from client import API_KEY, API_KEYS, expected_reply
 from servers import ServiceProcess
 
 pytestmark = pytest.mark.integration
