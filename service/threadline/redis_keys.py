@@ -20,6 +20,7 @@ key                 type    holds
 ``tl:{T}:run:R``    HASH    run record of run ``R``
 ``tl:{T}:run:R:ev`` STREAM  run ``R``'s events (SSE ids are the entry ids)
 ``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor BLPOPs it)
+``tl:{T}:run:R:hb`` STRING  heartbeat of run ``R``'s executor, PEXPIREd (absent: it died)
 ``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
 ``tl:session:<h>``  STRING  principal of the session whose token hashes to ``h``
 ==================  ======  ==============================================================
@@ -75,6 +76,11 @@ def run_events_key(thread_id: str, run_id: str) -> str:
 def run_cancel_key(thread_id: str, run_id: str) -> str:
     """The list a cancel request of run ``run_id`` is pushed to."""
     return f"{run_key(thread_id, run_id)}:x"
+
+
+def run_heartbeat_key(thread_id: str, run_id: str) -> str:
+    """Present while the executor of run ``run_id`` lives (renewed with a short TTL)."""
+    return f"{run_key(thread_id, run_id)}:hb"
 
 
 def owner_threads_key(principal_digest: str) -> str:

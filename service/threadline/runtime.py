@@ -60,7 +60,13 @@ class Runtime:
             graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)
             self.assistants = Assistants(graphs)
             self.threads = Threads(stores.records, self.assistants, stores.lease, stores.checkpointer)
-            self.runs = Runs(self.threads, self.assistants, stores.records, stores.lease)
+            self.runs = Runs(
+                self.threads,
+                self.assistants,
+                stores.records,
+                stores.lease,
+                heartbeat_seconds=self.settings.turn.lease_seconds,
+            )
             stack.push_async_callback(self.runs.aclose)
             # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
             chat = (

@@ -140,6 +140,14 @@ class RecordStore(Protocol):
         """Return once a cancel was requested for the run (runs until then)."""
         ...
 
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        """The run's executor is alive for the next ``ttl_seconds``."""
+        ...
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        """Whether the run's executor beat within its last TTL."""
+        ...
+
     async def ping(self) -> None: ...
 
 
@@ -251,6 +259,13 @@ class LocalRecordStore:
                     )
             events = self._events.get(run_id, [])
         return events[start:]
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        return None
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        # One process: an executor lives exactly as long as the records it would update.
+        return True
 
     async def request_cancel(self, thread_id: str, run_id: str) -> None:
         self._cancels.setdefault(run_id, asyncio.Event()).set()

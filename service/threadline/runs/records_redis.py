@@ -20,6 +20,7 @@ from threadline.redis_keys import (
     owner_threads_key,
     run_cancel_key,
     run_events_key,
+    run_heartbeat_key,
     run_key,
     run_queue_key,
     runs_index_key,
@@ -258,6 +259,14 @@ class RedisRecordStore:
             return []
         _, entries = answer[0]
         return [RunEvent(_text(eid), _text(f[b"e"]), f[b"d"]) for eid, f in entries]
+
+    # -- liveness --
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        await self._client.set(run_heartbeat_key(thread_id, run_id), 1, px=int(ttl_seconds * 1000))
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        return bool(await self._client.exists(run_heartbeat_key(thread_id, run_id)))
 
     # -- cancel --
 

@@ -73,8 +73,14 @@ class Runs:
     """
 
     def __init__(
-        self, threads: Threads, assistants: Assistants, records: RecordStore, lease: TurnLease
+        self,
+        threads: Threads,
+        assistants: Assistants,
+        records: RecordStore,
+        lease: TurnLease,
+        heartbeat_seconds: float = 10.0,
     ) -> None:
+        self.heartbeat_seconds = heartbeat_seconds
         self.threads = threads
         self.assistants = assistants
         self.records = records
@@ -136,6 +142,8 @@ class Runs:
             for other in await self.records.runs_of(thread_id):
                 if other.status in ACTIVE_RUN_STATUSES:
                     await self.records.request_cancel(thread_id, other.run_id)
+        # Alive before it is queued: nobody may take it for an orphan before its executor starts.
+        await self.records.beat(thread_id, run.run_id, self.heartbeat_seconds)
         try:
             await self.records.create_run(run, reject_if_busy=strategy == "reject")
         except RunRejected:
@@ -178,6 +186,7 @@ class Runs:
         """Run to the end or until cancelled; always finishes the run's records."""
         body = asyncio.create_task(self._run_in_turn(run, assistant), name=f"run-body-{run.run_id}")
         cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
+        heart = asyncio.create_task(self._keep_beating(run))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
         try:
             await asyncio.wait({body, cancel}, return_when=asyncio.FIRST_COMPLETED)
@@ -204,9 +213,39 @@ class Runs:
             result = wire.dumps({"__error__": error})
         finally:
             cancel.cancel()
+            heart.cancel()
             # Shielded: the records must say the run ended even when this task is cancelled.
             await asyncio.shield(self._finish(run, status, thread_status, result))
             metrics.RUNS.labels(status).inc()
+
+    async def _keep_beating(self, run: RunRecord) -> None:
+        """Renew the run's heartbeat every third of its TTL while this executor lives; a run
+        whose heartbeat lapses is an orphan (its replica died) and is ended by whoever waits
+        for it (:meth:`_end_orphan`)."""
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds / 3)
+            try:
+                await self.records.beat(run.thread_id, run.run_id, self.heartbeat_seconds)
+            except Exception as exc:  # the store is away: the next beat may get through
+                log.warning("run heartbeat failed", extra={"run_id": run.run_id, "error": type(exc).__name__})
+
+    async def _end_orphan(self, thread_id: str, run_id: str) -> bool:
+        """End a pending or running run whose executor is gone; True if it was one.
+
+        Any replica may do this (a waiter on the thread's queue, a joiner); two doing it at once
+        leave the same final status, and readers stop at the first end event.
+        """
+        if await self.records.alive(thread_id, run_id):
+            return False
+        run = await self.records.get_run(thread_id, run_id)
+        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+            return False
+        log.warning("ending a run whose replica stopped", extra={"run_id": run_id, "thread_id": thread_id})
+        error = {"error": "ReplicaLost", "message": "the replica running this run stopped; run it again"}
+        await self.records.append_event(thread_id, run_id, "error", wire.dumps(error))
+        await self.records.finish_run(thread_id, run_id, "error", "error", wire.dumps({"__error__": error}))
+        metrics.RUNS.labels("error").inc()
+        return True
 
     async def _finish(self, run: RunRecord, status: str, thread_status: str, result: bytes) -> None:
         try:
@@ -244,6 +283,8 @@ class Runs:
         while (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
                 raise NotFound("run")
+            if await self._end_orphan(run.thread_id, head):
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
         while True:
@@ -311,7 +352,10 @@ class Runs:
         await self.get(principal, thread_id, run_id)
         after = None
         while True:
-            for event in await self.records.read_events(thread_id, run_id, after, 4.0):
+            events = await self.records.read_events(thread_id, run_id, after, 4.0)
+            if not events:
+                await self._end_orphan(thread_id, run_id)
+            for event in events:
                 if event.event == END_EVENT:
                     return event.data
                 after = event.id
@@ -333,7 +377,10 @@ class Runs:
         if "messages" in wanted:
             wanted |= {"messages/partial", "messages/complete", "messages/metadata"}
         while True:
-            for event in await self.records.read_events(thread_id, run_id, after, 4.0):
+            events = await self.records.read_events(thread_id, run_id, after, 4.0)
+            if not events:
+                await self._end_orphan(thread_id, run_id)
+            for event in events:
                 if event.event == END_EVENT:
                     return
                 after = event.id
