@@ -24,10 +24,11 @@ from servers import ServiceProcess, redis_env
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "langgraph.json"
+# The example graph plus a test graph with a subgraph and a run context (graphs/nested.py).
+GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
 # 9 tokens of the built-in model at 60 ms: a chat run streams for ~0.5 s, long enough to join,
 # resume and cancel it from the other replica while it runs.
-ENV = {"LANGGRAPH_CONFIG": str(EXAMPLE), "MODEL_TOKEN_DELAY_MS": "60", "TURN_LEASE_WAIT_SECONDS": "10"}
+ENV = {"LANGGRAPH_CONFIG": str(GRAPHS), "MODEL_TOKEN_DELAY_MS": "60", "TURN_LEASE_WAIT_SECONDS": "10"}
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 # The built-in model streams token by token (with the delay) only when someone listens to
 # messages; otherwise it answers at once.
@@ -58,7 +59,7 @@ def pair(redis_server, tmp_path_factory) -> Iterator[Pair]:
 async def test_assistants_are_the_graphs_by_graph_id_and_uuid(pair: Pair) -> None:
     client = pair.client()
     found = await client.assistants.search()
-    assert {a["graph_id"] for a in found} == {"chat", "refunds"}
+    assert {a["graph_id"] for a in found} == {"chat", "refunds", "nested"}
     by_uuid = await client.assistants.get(assistant_id_of("refunds"))
     by_graph_id = await pair.client("b").assistants.get("refunds")
     assert by_uuid == by_graph_id and by_uuid["assistant_id"] == assistant_id_of("refunds")
@@ -480,3 +481,83 @@ async def test_a_run_whose_replica_dies_ends_as_error_and_frees_its_thread(
     after = await b.runs.join(tid, queued["run_id"])
     assert after["messages"][-1]["content"].endswith("you said: next")
     assert (await b.threads.get(tid))["status"] == "idle"
+
+
+async def test_subgraphs_context_breakpoints_and_a_fork_from_a_checkpoint(pair: Pair) -> None:
+    client = pair.client()
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid,
+            "nested",
+            input={"topic": "owls"},
+            context={"style": "fancy"},
+            stream_mode=["updates", "custom"],
+            stream_subgraphs=True,
+            interrupt_before=["finish"],
+        )
+    ]
+    names = [p.event for p in parts]
+    assert "updates" in names and any(n.startswith("updates|inner:") for n in names), names
+    assert any(n.startswith("custom|inner:") for n in names)
+    # Stopped before `finish`: the thread waits at a breakpoint.
+    assert (await client.threads.get(tid))["status"] == "interrupted"
+    state = await client.threads.get_state(tid)
+    assert state["next"] == ["finish"] and state["values"]["draft"] == "fancy owls"
+    done = await client.runs.wait(tid, "nested", input=None)
+    assert done["notes"] == ["prepared owls", "fancy owls", "done"]
+
+    # Without stream_subgraphs, only the parent's parts.
+    flat = [
+        p.event async for p in client.runs.stream(None, "nested", input={"topic": "x"}, stream_mode="updates")
+    ]
+    assert flat and not any("|" in e for e in flat)
+
+    # A run from an earlier checkpoint forks the thread from there.
+    history = await client.threads.get_history(tid, limit=20)
+    after_prepare = next(h for h in history if h["next"] == ["inner"])
+    forked = await client.runs.wait(
+        tid, "nested", input=None, checkpoint_id=after_prepare["checkpoint"]["checkpoint_id"]
+    )
+    assert forked["notes"] == ["prepared owls", "plain owls", "done"]
+
+
+async def test_events_debug_and_messages_stream_modes(pair: Pair) -> None:
+    client = pair.client()
+    modes = ["events", "debug", "messages"]
+    parts = [p async for p in client.runs.stream(None, "chat", input=HI, stream_mode=modes)]
+    names = {p.event for p in parts}
+    assert {"metadata", "events", "debug", "messages/metadata", "messages/partial"} <= names, names
+    assert any(p.data.get("event") == "on_chat_model_stream" for p in parts if p.event == "events")
+    partial = [p.data[0]["content"] for p in parts if p.event == "messages/partial"]
+    assert expected_reply(["hi"]) in partial
+
+
+async def test_on_disconnect_cancel_if_not_exists_cancel_wait_and_delete(pair: Pair) -> None:
+    client = pair.client()
+    tid = str(uuid.uuid4())
+    # if_not_exists=create makes the thread; on_disconnect=cancel stops the run when we leave.
+    stream = client.runs.stream(
+        tid, "chat", input=HI, stream_mode=SLOW, if_not_exists="create", on_disconnect="cancel"
+    )
+    first = await anext(stream)
+    await stream.aclose()
+    run_id = first.data["run_id"]
+    for _ in range(100):
+        if (await client.runs.get(tid, run_id))["status"] == "interrupted":
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.runs.get(tid, run_id))["status"] == "interrupted"
+
+    run = await client.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
+    result = await client.runs.cancel(tid, run["run_id"], wait=True)
+    assert result["__error__"]["error"] == "UserInterrupt"
+    with pytest.raises(ConflictError):  # still running: cancel before deleting
+        active = await client.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
+        await client.runs.delete(tid, active["run_id"])
+    await client.runs.join(tid, active["run_id"])
+    await client.runs.delete(tid, active["run_id"])
+    with pytest.raises(NotFoundError):
+        await client.runs.get(tid, active["run_id"])

@@ -320,7 +320,9 @@ class Runs:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.info("run raised", extra={"run_id": run.run_id, "error": type(exc).__name__})
+            log.warning(
+                "run raised", extra={"run_id": run.run_id, "error": type(exc).__name__}, exc_info=True
+            )
             error = wire.error_body(exc)
             await emit("error", error)
             return "error", "error", wire.dumps({"__error__": error})
@@ -499,8 +501,9 @@ async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> A
         "interrupt_after": kwargs.get("interrupt_after"),
         "durability": kwargs.get("durability") or "sync",
     }
-    if kwargs.get("context") is not None:
-        options["context"] = kwargs["context"]
+    # Always a context, {} by default (an assistant's default, as langgraph-api passes it): a
+    # graph with a context schema then gets its defaults instead of None.
+    options["context"] = kwargs.get("context") or {}
     subgraphs = bool(kwargs.get("stream_subgraphs"))
     if "events" not in requested:
         async for ns, mode, chunk in graph.astream(graph_input, config, **options):
