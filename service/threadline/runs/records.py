@@ -134,6 +134,10 @@ class RecordStore(Protocol):
         """Events after id ``after`` (all when None), waiting up to ``wait_seconds`` for one."""
         ...
 
+    async def last_event(self, thread_id: str, run_id: str) -> RunEvent | None:
+        """The run's latest event (None before the first)."""
+        ...
+
     async def request_cancel(self, thread_id: str, run_id: str) -> None: ...
 
     async def wait_cancel(self, thread_id: str, run_id: str) -> None:
@@ -266,6 +270,10 @@ class LocalRecordStore:
     async def alive(self, thread_id: str, run_id: str) -> bool:
         # One process: an executor lives exactly as long as the records it would update.
         return True
+
+    async def last_event(self, thread_id: str, run_id: str) -> RunEvent | None:
+        events = self._events.get(run_id)
+        return events[-1] if events else None
 
     async def request_cancel(self, thread_id: str, run_id: str) -> None:
         self._cancels.setdefault(run_id, asyncio.Event()).set()

@@ -260,6 +260,13 @@ class RedisRecordStore:
         _, entries = answer[0]
         return [RunEvent(_text(eid), _text(f[b"e"]), f[b"d"]) for eid, f in entries]
 
+    async def last_event(self, thread_id: str, run_id: str) -> RunEvent | None:
+        entries = await self._client.xrevrange(run_events_key(thread_id, run_id), count=1)
+        if not entries:
+            return None
+        entry_id, fields = entries[0]
+        return RunEvent(_text(entry_id), _text(fields[b"e"]), fields[b"d"])
+
     # -- liveness --
 
     async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:

@@ -326,11 +326,17 @@ class Runs:
             error = wire.error_body(exc)
             await emit("error", error)
             return "error", "error", wire.dumps({"__error__": error})
-        state = await graph.aget_state(thread_config(run.thread_id))
-        result = dict(state.values) if isinstance(state.values, dict) else {"__root__": state.values}
-        if state.interrupts:
-            result["__interrupt__"] = [wire.interrupt_dict(i) for i in state.interrupts]
-        return "success", thread_status_of(state), wire.dumps(result)
+        if emit.last_values is None:  # no step ran: nothing streamed, read what is stored
+            state = await graph.aget_state(thread_config(run.thread_id))
+            values, interrupts, paused = state.values, list(state.interrupts), bool(state.next)
+        else:
+            # The stream already said it all: the last values, and an "__interrupt__" update at
+            # an interrupt or a breakpoint (empty then). Saves a state read per run.
+            values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
+        result = dict(values) if isinstance(values, dict) else {"__root__": values}
+        if interrupts:
+            result["__interrupt__"] = [wire.interrupt_dict(i) for i in interrupts]
+        return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
 
     # -- read --
 
@@ -352,7 +358,11 @@ class Runs:
     async def join(self, principal: str, thread_id: str, run_id: str) -> bytes:
         """Wait for the run to end; its result (final values, ``__interrupt__``, ``__error__``)."""
         await self.get(principal, thread_id, run_id)
-        after = None
+        # Only the end matters here: start at the latest event rather than replay the run.
+        last = await self.records.last_event(thread_id, run_id)
+        if last is not None and last.event == END_EVENT:
+            return last.data
+        after = last.id if last is not None else None
         while True:
             events = await self.records.read_events(thread_id, run_id, after, 4.0)
             if not events:
@@ -491,7 +501,11 @@ def _run_config(run: RunRecord, assistant: Assistant, token: str | None) -> dict
 async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> AsyncIterator[tuple]:
     """``(namespace, mode, chunk)`` from the graph, plus ``((), "events", event)`` when the
     client asked for ``events``."""
-    modes = {m for m in requested if m not in ("events", "messages-tuple", "messages")} | {"updates"}
+    # Always values and updates: the run's result and whether it stopped come from them.
+    modes = {m for m in requested if m not in ("events", "messages-tuple", "messages")} | {
+        "updates",
+        "values",
+    }
     if "messages" in requested or "messages-tuple" in requested:
         modes.add("messages")
     options: dict[str, Any] = {
@@ -529,12 +543,20 @@ class _Emitter:
         self.run = run
         self.requested = set(requested)
         self.messages: dict[str, BaseMessageChunk] = {}
+        self.last_values: Any = None
+        self.interrupts: list[Any] = []
+        self.paused = False
 
     async def __call__(self, event: str, data: Any) -> None:
         await self.records.append_event(self.run.thread_id, self.run.run_id, event, wire.dumps(data))
 
     async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
         suffix = "|" + "|".join(ns) if ns else ""
+        if not ns and mode == "values":
+            self.last_values = chunk
+        elif not ns and mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
+            self.paused = True
+            self.interrupts.extend(chunk["__interrupt__"])
         if mode == "messages":
             if "messages-tuple" in self.requested:
                 await self(f"messages{suffix}", list(chunk))
