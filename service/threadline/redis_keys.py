@@ -19,7 +19,8 @@ key                 type    holds
 ``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
 ``tl:{T}:run:R``    HASH    run record of run ``R``
 ``tl:{T}:run:R:ev`` STREAM  run ``R``'s events (SSE ids are the entry ids)
-``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor BLPOPs it)
+``tl:{T}:run:R:end`` STREAM run ``R``'s result, one entry once it ended (what joiners block on)
+``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor polls for it)
 ``tl:{T}:run:R:hb`` STRING  heartbeat of run ``R``'s executor, PEXPIREd (absent: it died)
 ``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
 ``tl:session:<h>``  STRING  principal of the session whose token hashes to ``h``
@@ -71,6 +72,11 @@ def run_key(thread_id: str, run_id: str) -> str:
 def run_events_key(thread_id: str, run_id: str) -> str:
     """The event stream of run ``run_id``."""
     return f"{run_key(thread_id, run_id)}:ev"
+
+
+def run_end_key(thread_id: str, run_id: str) -> str:
+    """The stream that gets run ``run_id``'s result as its one entry when the run ends."""
+    return f"{run_key(thread_id, run_id)}:end"
 
 
 def run_cancel_key(thread_id: str, run_id: str) -> str:

@@ -134,8 +134,8 @@ class RecordStore(Protocol):
         """Events after id ``after`` (all when None), waiting up to ``wait_seconds`` for one."""
         ...
 
-    async def last_event(self, thread_id: str, run_id: str) -> RunEvent | None:
-        """The run's latest event (None before the first)."""
+    async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
+        """The run's result once it ended (None if it did not within ``wait_seconds``)."""
         ...
 
     async def request_cancel(self, thread_id: str, run_id: str) -> None: ...
@@ -271,9 +271,18 @@ class LocalRecordStore:
         # One process: an executor lives exactly as long as the records it would update.
         return True
 
-    async def last_event(self, thread_id: str, run_id: str) -> RunEvent | None:
-        events = self._events.get(run_id)
-        return events[-1] if events else None
+    async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
+        def end() -> RunEvent | None:
+            events = self._events.get(run_id, [])
+            return events[-1] if events and events[-1].event == END_EVENT else None
+
+        if end() is None and wait_seconds > 0:
+            condition = self._condition(run_id)
+            async with condition:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(condition.wait_for(lambda: end() is not None), wait_seconds)
+        found = end()
+        return found.data if found else None
 
     async def request_cancel(self, thread_id: str, run_id: str) -> None:
         self._cancels.setdefault(run_id, asyncio.Event()).set()

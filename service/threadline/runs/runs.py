@@ -38,7 +38,7 @@ from threadline.runs.records import (
     RunRejected,
     now_iso,
 )
-from threadline.runs.threads import OWNER_KEY, Threads, thread_config, thread_status_of
+from threadline.runs.threads import OWNER_KEY, Threads, thread_config
 
 log = logging.getLogger(__name__)
 
@@ -358,19 +358,11 @@ class Runs:
     async def join(self, principal: str, thread_id: str, run_id: str) -> bytes:
         """Wait for the run to end; its result (final values, ``__interrupt__``, ``__error__``)."""
         await self.get(principal, thread_id, run_id)
-        # Only the end matters here: start at the latest event rather than replay the run.
-        last = await self.records.last_event(thread_id, run_id)
-        if last is not None and last.event == END_EVENT:
-            return last.data
-        after = last.id if last is not None else None
         while True:
-            events = await self.records.read_events(thread_id, run_id, after, 4.0)
-            if not events:
-                await self._end_orphan(thread_id, run_id)
-            for event in events:
-                if event.event == END_EVENT:
-                    return event.data
-                after = event.id
+            result = await self.records.result(thread_id, run_id, 4.0)
+            if result is not None:
+                return result
+            await self._end_orphan(thread_id, run_id)
 
     async def events(
         self,
