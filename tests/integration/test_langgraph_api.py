@@ -561,3 +561,25 @@ async def test_on_disconnect_cancel_if_not_exists_cancel_wait_and_delete(pair: P
     await client.runs.delete(tid, active["run_id"])
     with pytest.raises(NotFoundError):
         await client.runs.get(tid, active["run_id"])
+
+
+async def test_a_failing_run_reports_its_error_and_the_thread_says_error(pair: Pair) -> None:
+    client = pair.client()
+    tag = uuid.uuid4().hex
+    thread = await client.threads.create(metadata={"tag": tag})
+    tid = thread["thread_id"]
+    # The example's triage reads state["request"]: without it the graph raises KeyError.
+    with pytest.raises(Exception, match="KeyError"):  # the SDK raises a run's error by default
+        await client.runs.wait(tid, "refunds", input={"amount": 5})
+    result = await client.runs.wait(tid, "refunds", input={"amount": 5}, raise_error=False)
+    assert result["__error__"] == {"error": "KeyError", "message": "'request'"}
+    assert [r["status"] for r in await client.runs.list(tid)] == ["error", "error"]
+    assert (await client.threads.get(tid))["status"] == "error"
+    assert [t["thread_id"] for t in await client.threads.search(metadata={"tag": tag}, status="error")] == [
+        tid
+    ]
+    parts = [p async for p in client.runs.stream(tid, "refunds", input={"amount": 5})]
+    assert parts[-1].event == "error" and parts[-1].data["error"] == "KeyError"
+    # and the thread recovers with a good run
+    await client.runs.wait(tid, "refunds", input={"request": "where is it?"})
+    assert (await client.threads.get(tid))["status"] == "idle"
