@@ -1,6 +1,8 @@
 """Everything the service keeps state in, opened together and probed together.
 
-Start order: checkpointer → turn lease → sessions; stop order is the reverse. Opening fails
+Start order: checkpointer → turn lease and record store → sessions; stop order is the
+reverse. The record store (LangGraph API threads, runs, run events) shares the lease's Redis
+client with Redis checkpoints and is process-local otherwise, like the lease (ADR 0009). Opening fails
 with :class:`StoreUnavailable` when a store cannot be reached; the app then stays up, not
 ready, and retries (:mod:`threadline.app`) — nothing is ever replaced by an in-memory store.
 """
@@ -20,6 +22,8 @@ from threadline.checkpoint import StoreUnavailable, open_checkpointer
 from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.redis_client import async_client
+from threadline.runs.records import LocalRecordStore, RecordStore
+from threadline.runs.records_redis import RedisRecordStore
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 
 # Exceptions that mean "a store is unreachable or failing right now": answered with 503 and
@@ -39,12 +43,19 @@ PING_TIMEOUT = 2.0
 
 
 class Stores:
-    """The opened checkpointer, turn lease and session store of one process."""
+    """The opened checkpointer, turn lease, record store and session store of one process."""
 
-    def __init__(self, checkpointer: BaseCheckpointSaver, lease: TurnLease, sessions: SessionStore):
+    def __init__(
+        self,
+        checkpointer: BaseCheckpointSaver,
+        lease: TurnLease,
+        sessions: SessionStore,
+        records: RecordStore | None = None,
+    ):
         self.checkpointer = checkpointer
         self.lease = lease
         self.sessions = sessions
+        self.records: RecordStore = records if records is not None else LocalRecordStore()
 
     @classmethod
     async def open(cls, settings: Settings, stack: AsyncExitStack) -> Stores:
@@ -55,6 +66,7 @@ class Stores:
         """
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
         lease: TurnLease
+        records: RecordStore
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(settings.checkpoint.redis_url)
             stack.push_async_callback(client.aclose)
@@ -64,8 +76,10 @@ class Stores:
                 wait_seconds=settings.turn.lease_wait_seconds,
                 counter_ttl_seconds=settings.checkpoint.redis_ttl,
             )
+            records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
+            records = LocalRecordStore()
         sessions: SessionStore
         if settings.session.backend == "redis":
             sessions = RedisSessionStore(
@@ -74,7 +88,7 @@ class Stores:
         else:
             sessions = MemorySessionStore(settings.session.ttl_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions)
+        stores = cls(checkpointer, lease, sessions, records)
         await stores.ping()
         return stores
 
@@ -86,4 +100,5 @@ class Stores:
         async with asyncio.timeout(PING_TIMEOUT):
             await saver.aget_tuple(probe)
             await self.lease.ping()
+            await self.records.ping()
             await self.sessions.ping()

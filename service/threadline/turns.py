@@ -14,6 +14,10 @@ by a checkpoint (store failure, lost lease) is resumed first (ADR 0002).
 Human messages keep the client's id and replies get ``<id>.reply``; LangGraph's
 ``add_messages`` merges by id, so even a turn that is run twice cannot add a second copy of
 either. The lease's fencing token rides along in the config to every checkpoint write.
+
+A ``/v1`` thread also gets a LangGraph API thread record (graph ``chat``), so it is listed by
+the API's thread search; its owner stays in its state too, which replicas of the previous
+release read (ADR 0009).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from threadline import metrics
 from threadline.agent.graph import MODEL_NODE
 from threadline.checkpoint.base import FencedError
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.runs.records import LocalRecordStore, RecordStore, ThreadRecord, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +115,12 @@ def _config(thread_id: str, fencing_token: str | None = None) -> dict[str, Any]:
 class Conversations:
     """Threads and turns over one compiled graph, one checkpointer and one turn lease."""
 
-    def __init__(self, graph: CompiledStateGraph, lease: TurnLease) -> None:
+    def __init__(
+        self, graph: CompiledStateGraph, lease: TurnLease, records: RecordStore | None = None
+    ) -> None:
         self.graph = graph
         self.lease = lease
+        self.records: RecordStore = records if records is not None else LocalRecordStore()
         self.checkpointer = graph.checkpointer
         self.in_flight = 0
         self.idle = asyncio.Event()  # set while no turn runs; a drain waits on it
@@ -149,6 +157,8 @@ class Conversations:
         thread_id = uuid.uuid4().hex
         # The owner is stored in the thread's own state: it lives and dies with the thread.
         await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+        now = now_iso()
+        await self.records.create_thread(ThreadRecord(thread_id, principal, now, now, {"graph_id": "chat"}))
         self._remember_owner(thread_id, principal)
         return thread_id
 
@@ -185,6 +195,7 @@ class Conversations:
         # Under the lease, so no turn is half-way through writing the thread we delete.
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
+            await self.records.delete_thread(thread_id)
         self._owners.pop(thread_id, None)
 
     async def run_turn(self, thread_id: str, principal: str, message_id: str, content: str) -> TurnResult:

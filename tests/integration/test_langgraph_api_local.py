@@ -1,0 +1,55 @@
+"""The LangGraph API on the embedded default (``make run``: SQLite checkpoints, in-process
+records and lease): a newcomer's first SDK calls work with no Redis, and a thread outlives a
+restart of the replica."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_client
+
+from client import API_KEY, API_KEYS, expected_reply
+from servers import ServiceProcess
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "langgraph.json"
+
+
+async def test_sdk_on_sqlite_survives_a_restart(start_replica, tmp_path: Path) -> None:
+    env = {
+        "CHECKPOINT_BACKEND": "sqlite",
+        "CHECKPOINT_SQLITE_PATH": str(tmp_path / "checkpoints.sqlite"),
+        "SESSION_BACKEND": "memory",
+        "API_KEYS": API_KEYS,
+        "LANGGRAPH_CONFIG": str(EXAMPLE),
+    }
+    replica: ServiceProcess = start_replica(env, "local")
+    client = get_client(url=replica.url, api_key=API_KEY)
+    chat = await client.threads.create(metadata={"who": "newcomer"})
+    result = await client.runs.wait(
+        chat["thread_id"], "chat", input={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert result["messages"][-1]["content"] == expected_reply(["hi"])
+    refund = await client.threads.create()
+    parts = [
+        p
+        async for p in client.runs.stream(
+            refund["thread_id"], "refunds", input={"request": "refund", "amount": 500}, stream_mode="custom"
+        )
+    ]
+    assert [p.data["node"] for p in parts if p.event == "custom"] == ["triage", "review"]
+    assert (await client.threads.get(refund["thread_id"]))["status"] == "interrupted"
+
+    replica.stop()
+    replica = start_replica(env, "local-again")
+    client = get_client(url=replica.url, api_key=API_KEY)
+    # The records were in the old process; the checkpoints name the owner and the graph.
+    again = await client.threads.get(refund["thread_id"])
+    assert again["metadata"]["graph_id"] == "refunds" and again["values"]["amount"] == 500
+    assert again["status"] == "interrupted"
+    resumed = await client.runs.wait(refund["thread_id"], "refunds", command={"resume": "approve"})
+    assert resumed["answer"] == "your refund of 500 is approved"
+    state = await client.threads.get_state(chat["thread_id"])
+    assert len(state["values"]["messages"]) == 2
