@@ -6,9 +6,9 @@ approve a refund above the limit (``interrupt()``; a client resumes it with
 progress event (``get_stream_writer()``, seen with ``stream_mode="custom"``).
 
 Compiled without a checkpointer: the server (threadline, or ``langgraph dev``) supplies it.
+No ``from __future__ import annotations``: Aegra 0.6 resolves the state's type hints outside
+this module's globals (``name 'Literal' is not defined``), and this graph serves its benchmark.
 """
-
-from __future__ import annotations
 
 import operator
 from typing import Annotated, Literal, TypedDict
