@@ -583,3 +583,36 @@ async def test_a_failing_run_reports_its_error_and_the_thread_says_error(pair: P
     # and the thread recovers with a good run
     await client.runs.wait(tid, "refunds", input={"request": "where is it?"})
     assert (await client.threads.get(tid))["status"] == "idle"
+
+
+async def test_interrupt_strategy_metadata_config_session_token_and_a_stateless_background_run(
+    pair: Pair,
+) -> None:
+    client = pair.client()
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    first = await client.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
+    second = await client.runs.create(
+        tid,
+        "chat",
+        input={"messages": [{"role": "user", "content": "instead"}]},
+        multitask_strategy="interrupt",
+        metadata={"why": "changed my mind"},
+        config={"recursion_limit": 5, "configurable": {"user_setting": 1}},
+    )
+    assert second["metadata"] == {"why": "changed my mind"}
+    final = await client.runs.join(tid, second["run_id"])
+    assert (await client.runs.get(tid, first["run_id"]))["status"] == "interrupted"
+    assert final["messages"][-1]["content"].endswith("you said: instead")
+    state = await client.threads.get_state(tid)
+    assert state["metadata"]["why"] == "changed my mind" and state["metadata"]["run_id"] == second["run_id"]
+
+    # A session token works as the key does.
+    token = httpx.post(f"{pair.b.url}/v1/sessions", json={"api_key": API_KEY}).json()["session_token"]
+    by_token = get_client(url=pair.b.url, headers={"Authorization": f"Bearer {token}"})
+    assert (await by_token.threads.get(tid))["thread_id"] == tid
+
+    # A stateless background run, joined through the thread its Content-Location names.
+    run = await client.runs.create(None, "refunds", input={"request": "refund", "amount": 1})
+    result = await pair.client("b").runs.join(run["thread_id"], run["run_id"])
+    assert result["decision"] == "approved"
