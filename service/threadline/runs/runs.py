@@ -430,6 +430,10 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
 
 
 def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
+    for field in ("interrupt_before", "interrupt_after"):
+        nodes = payload.get(field)
+        if isinstance(nodes, list) and (unknown := sorted(set(nodes) - set(assistant.graph.nodes))):
+            raise Invalid(f"{field}: {unknown} are not nodes of graph {assistant.graph_id!r}")
     graph_input, command = payload.get("input"), payload.get("command")
     if graph_input is not None and command is not None:
         raise Invalid("send either input or command, not both")

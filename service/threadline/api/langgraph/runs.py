@@ -23,7 +23,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from threadline import metrics
 from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import RunCreate, RunsCancel
+from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel, documented
 from threadline.runs.records import RunRecord, event_id_valid
 from threadline.runs.runs import STREAM_MODES, Runs, run_dict
 from threadline.stores import STORE_ERRORS
@@ -123,13 +123,13 @@ def _wait_response(
 # -- on a thread --
 
 
-@router.post("/threads/{thread_id}/runs")
+@router.post("/threads/{thread_id}/runs", responses=documented(400, 404, 409))
 async def create(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, thread_id, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/threads/{thread_id}/runs/stream")
+@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **documented(400, 404, 409)})
 async def stream(
     thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -140,7 +140,7 @@ async def stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/threads/{thread_id}/runs/wait")
+@router.post("/threads/{thread_id}/runs/wait", responses=documented(400, 404, 409))
 async def wait(
     thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep
 ) -> StreamingResponse:
@@ -148,7 +148,7 @@ async def wait(
     return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
-@router.get("/threads/{thread_id}/runs")
+@router.get("/threads/{thread_id}/runs", responses=documented(400, 404))
 async def list_runs(
     thread_id: ThreadId,
     principal: Principal,
@@ -162,19 +162,19 @@ async def list_runs(
     return [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}")
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=documented(400, 404))
 async def get(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.get(principal, thread_id, run_id)
     return _json(run_dict(run), _where(run))
 
 
-@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, responses=documented(400, 404, 409))
 async def delete(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
     await runs.delete(principal, thread_id, run_id)
     return Response(status_code=204)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/join")
+@router.get("/threads/{thread_id}/runs/{run_id}/join", responses=documented(400, 404))
 async def join(
     thread_id: ThreadId,
     run_id: RunId,
@@ -186,7 +186,7 @@ async def join(
     return _wait_response(runs, principal, run, cancel_on_disconnect)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", responses={**SSE_RESPONSE, **documented(400, 404)})
 async def join_stream(
     request: Request,
     thread_id: ThreadId,
@@ -214,7 +214,7 @@ async def join_stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=documented(202, 400, 404))
 async def cancel(
     thread_id: ThreadId,
     run_id: RunId,
@@ -234,13 +234,13 @@ async def cancel(
 # -- stateless --
 
 
-@router.post("/runs")
+@router.post("/runs", responses=documented(404, 409))
 async def create_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, None, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/runs/stream")
+@router.post("/runs/stream", responses={**SSE_RESPONSE, **documented(404, 409)})
 async def stream_stateless(
     body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -251,13 +251,13 @@ async def stream_stateless(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/runs/wait")
+@router.post("/runs/wait", responses=documented(404, 409))
 async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> StreamingResponse:
     run = await runs.create(principal, None, body.payload())
     return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
-@router.post("/runs/cancel", status_code=204)
+@router.post("/runs/cancel", status_code=204, responses=documented(404))
 async def cancel_many(
     body: RunsCancel,
     principal: Principal,
