@@ -439,6 +439,7 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(pair: Pair) -> None:
         ("POST", "/threads", {"thread_id": "has spaces", "metadata": {"tag": tag}}, 422, "thread_id"),
         ("POST", "/threads/search", {"status": "sleeping"}, 422, "status"),
         ("POST", f"/threads/{tid}/state", {"values": {"answer": "x"}, "as_node": "nope"}, 422, "as_node"),
+        ("POST", f"/threads/{tid}/state", {"values": ["not", "a", "dict"]}, 422, "values"),
         ("GET", f"/threads/{tid}/state/{uuid.uuid4()}", None, 404, "checkpoint"),
         ("GET", "/threads/not%20an%20id", None, 400, "thread"),
     ]

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
 from threadline.lease import TurnLease
@@ -284,7 +285,7 @@ class Threads:
                 config = thread_config(thread_id, checkpoint, held.token)
                 config["metadata"] = {OWNER_KEY: principal, "graph_id": self.assistant_of(record).graph_id}
                 written = await graph.aupdate_state(config, values, as_node=as_node)
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, InvalidUpdateError) as exc:
                 # LangGraph's refusal of an update that does not fit the graph (unknown node,
                 # ambiguous writer, bad channel): the caller's mistake, nothing was written.
                 raise Invalid(f"values do not fit the graph: {exc}") from None

@@ -62,9 +62,13 @@ async def subgraphs(
 
 
 @router.post("", responses=documented(405))
+async def create(_: Principal) -> None:
+    raise ApiError(405, "read_only", READ_ONLY)
+
+
 @router.patch("/{assistant_id}", responses=documented(405))
 @router.delete("/{assistant_id}", responses=documented(405))
 @router.post("/{assistant_id}/versions", responses=documented(405))
 @router.post("/{assistant_id}/latest", responses=documented(405))
-async def read_only(_: Principal) -> None:
+async def change(assistant_id: str, _: Principal) -> None:
     raise ApiError(405, "read_only", READ_ONLY)
