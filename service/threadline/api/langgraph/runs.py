@@ -94,8 +94,9 @@ async def _stream_events(
 async def _result_body(
     runs: Runs, principal: str, run: RunRecord, cancel_on_disconnect: bool
 ) -> AsyncIterator[bytes]:
-    """The run's result once it ends, after keep-alive newlines while it runs."""
-    join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id))
+    """The run's result once it ends, after keep-alive newlines while it runs. The route has
+    checked the run is the principal's (it created or read it)."""
+    join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
     try:
         while True:
             done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
