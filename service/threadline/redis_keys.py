@@ -15,7 +15,7 @@ key                 type    holds
 ``tl:{T}:lease``    STRING  the turn lease token (:mod:`threadline.lease`), PEXPIREd
 ``tl:{T}:fence``    STRING  ``INCR`` counter lease tokens are minted from
 ``tl:{T}:thread``   HASH    LangGraph API thread record (:mod:`threadline.runs.records_redis`)
-``tl:{T}:runs``     ZSET    the thread's run ids by creation time (ms)
+``tl:{T}:runs``     ZSET    the thread's run ids by creation time (µs)
 ``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
 ``tl:{T}:run:R``    HASH    run record of run ``R``
 ``tl:{T}:run:R:ev`` STREAM  run ``R``'s events (SSE ids are the entry ids)
@@ -55,7 +55,7 @@ def thread_record_key(thread_id: str) -> str:
 
 
 def runs_index_key(thread_id: str) -> str:
-    """Every run id of ``thread_id``, scored by creation time in ms."""
+    """Every run id of ``thread_id``, scored by creation time in µs."""
     return f"{thread_tag(thread_id)}:runs"
 
 

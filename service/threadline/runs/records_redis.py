@@ -128,7 +128,7 @@ class RedisRecordStore:
         if created:
             index = owner_threads_key(_owner_digest(record.owner))
             async with self._client.pipeline(transaction=False) as pipe:
-                pipe.zadd(index, {record.thread_id: _ms(record.created_at)})
+                pipe.zadd(index, {record.thread_id: _score(record.created_at)})
                 pipe.expire(index, self._ttl)
                 await pipe.execute()
         return bool(created)
@@ -192,7 +192,7 @@ class RedisRecordStore:
             args=[
                 1 if reject_if_busy else 0,
                 run.run_id,
-                _ms(run.created_at),
+                _score(run.created_at),
                 self._ttl,
                 run.created_at,
                 *_run_fields(run),
@@ -307,8 +307,9 @@ class RedisRecordStore:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
 
 
-def _ms(iso: str) -> int:
-    return int(datetime.fromisoformat(iso).timestamp() * 1000)
+def _score(iso: str) -> int:
+    """Microseconds since the epoch: the sort order of runs and threads (ms would tie)."""
+    return int(datetime.fromisoformat(iso).timestamp() * 1_000_000)
 
 
 def _run_fields(run: RunRecord) -> list[Any]:

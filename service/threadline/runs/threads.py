@@ -22,7 +22,6 @@ from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import RecordStore, ThreadRecord, now_iso
 
-SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
 # Checkpoint metadata key naming the thread's owner (written by every run and state update).
 OWNER_KEY = "threadline_owner"
 
