@@ -13,9 +13,11 @@ it goes triage → respond and ends (two checkpointed steps, custom stream event
 * **Aegra**: ``aegra-api`` in ``.cache/bench-api/aegra`` on a Postgres of its own, when it
   installs and starts here; otherwise the reason it was skipped is printed.
 
-Each worker owns one thread (created before the clock starts) and makes run after run on it
-(``--stateless``: ``runs.wait(None, …)`` instead). Per level: ``--runs`` runs (at most
-``--seconds`` seconds) after ``--warmup`` unmeasured ones. Reported per server and level: runs/s,
+All servers run side by side; at each level they are measured one after another (so a change
+in this shared machine's load falls on all of them alike). Each worker owns one thread (created
+before the clock starts) and makes run after run on it (``--stateless``: ``runs.wait(None, …)``
+instead). Per level: ``--runs`` runs (at most ``--seconds`` seconds) after ``--warmup``
+unmeasured ones. Reported per server and level: runs/s,
 p50/p99 client latency, and the server's CPU per run (utime+stime of its process tree from
 /proc), then threadline's ratios to ``langgraph dev`` against the targets (≥ 2× runs/s at
 concurrency 32, p50 ≤ 20 ms at 1).
@@ -362,25 +364,30 @@ async def measure(client, served: Served, concurrency: int, args: argparse.Names
     return level
 
 
-async def drive(served: Served, levels: list[int], args: argparse.Namespace) -> list[Level]:
-    """Every level against one server, in order."""
+async def drive(servers: list[Served], levels: list[int], args: argparse.Namespace) -> list[Level]:
+    """Level by level, the servers one after another at each level: all of them are up (idle
+    when not measured), so a change in this machine's load during the benchmark falls on every
+    server alike rather than on whichever ran last."""
     from langgraph_sdk import get_client
 
-    client = get_client(url=served.url, api_key=served.api_key, timeout=httpx.Timeout(120.0))
+    timeout = httpx.Timeout(120.0)
+    clients = [get_client(url=s.url, api_key=s.api_key, timeout=timeout) for s in servers]
     results = []
     try:
         for concurrency in levels:
-            level = await measure(client, served, concurrency, args)
-            results.append(level)
-            error = f"  first error: {level.first_error}" if level.errors else ""
-            print(
-                f"bench-api: {served.name:<13} c={concurrency:<3} {level.runs:>5} runs"
-                f"  {level.rate:8.1f} runs/s  p50 {level.ms(50):8.1f} ms  p99 {level.ms(99):8.1f} ms"
-                f"  cpu {level.cpu_ms:6.1f} ms/run  errors {level.errors}{error}",
-                flush=True,
-            )
+            for served, client in zip(servers, clients, strict=True):
+                level = await measure(client, served, concurrency, args)
+                results.append(level)
+                error = f"  first error: {level.first_error}" if level.errors else ""
+                print(
+                    f"bench-api: {served.name:<13} c={concurrency:<3} {level.runs:>5} runs"
+                    f"  {level.rate:8.1f} runs/s  p50 {level.ms(50):8.1f} ms  p99 {level.ms(99):8.1f} ms"
+                    f"  cpu {level.cpu_ms:6.1f} ms/run  errors {level.errors}{error}",
+                    flush=True,
+                )
     finally:
-        await client.aclose()
+        for client in clients:
+            await client.aclose()
     return results
 
 
@@ -433,18 +440,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(names) - set(SERVERS)
     if unknown:
         parser.error(f"unknown servers: {', '.join(sorted(unknown))}")
-    results: list[Level] = []
     skipped: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, contextlib.ExitStack() as stack:
+        servers = []
         for name in names:
             work = Path(tmp) / name
             work.mkdir()
             try:
-                with SERVERS[name](work) as served:
-                    results += asyncio.run(drive(served, levels, args))
+                servers.append(stack.enter_context(SERVERS[name](work)))
             except Skipped as exc:
                 skipped[name] = str(exc)
                 print(f"bench-api: {name}: skipped: {exc}", flush=True)
+        results = asyncio.run(drive(servers, levels, args))
     report(results, skipped, levels)
     return 0
 
