@@ -13,12 +13,14 @@ it goes triage → respond and ends (two checkpointed steps, custom stream event
 * **Aegra**: ``aegra-api`` in ``.cache/bench-api/aegra`` on a Postgres of its own, when it
   installs and starts here; otherwise the reason it was skipped is printed.
 
-Each worker owns one thread (created before the clock starts) and makes run after run on it
-(``--stateless``: ``runs.wait(None, …)`` instead). Per level: ``--runs`` runs (at most
-``--seconds`` seconds) after ``--warmup`` unmeasured ones. Reported per server and level: runs/s,
-p50/p99 client latency, and the server's CPU per run (utime+stime of its process tree from
-/proc), then threadline's ratios to ``langgraph dev`` against the targets (≥ 2× runs/s at
-concurrency 32, p50 ≤ 20 ms at 1).
+All servers run side by side; at each level they are measured one after another (so a change
+in this shared machine's load falls on all of them alike). Each worker owns one thread (created
+before the clock starts) and makes run after run on it (``--stateless``: ``runs.wait(None, …)``
+instead). Per level: ``--runs`` runs (at most ``--seconds`` seconds) after ``--warmup``
+unmeasured ones. Reported per server and level: runs/s, p50/p99 client latency, and the
+server's CPU per run (utime+stime of its process tree from /proc; its own store's, Redis or
+Postgres, apart), then threadline's ratios to ``langgraph dev`` against the targets (≥ 2× runs/s
+at concurrency 32, p50 ≤ 20 ms at 1).
 
 This is a benchmark, not a test: it asserts nothing about time. All traffic stays on 127.0.0.1;
 every process it starts is stopped on exit.
@@ -91,6 +93,7 @@ class Level:
     errors: int = 0
     wall: float = 0.0
     cpu: float = 0.0
+    store_cpu: float | None = None
     latencies: list[float] = field(default_factory=list)
     first_error: str = ""
 
@@ -105,18 +108,26 @@ class Level:
     def cpu_ms(self) -> float:
         return self.cpu / self.runs * 1000 if self.runs else math.nan
 
+    @property
+    def store_cpu_ms(self) -> float:
+        if self.store_cpu is None or not self.runs:
+            return math.nan
+        return self.store_cpu / self.runs * 1000
+
 
 # --- the servers ------------------------------------------------------------------------------
 
 
 @dataclass
 class Served:
-    """A running server: its URL, the pid whose process tree does the work, its API key."""
+    """A running server: its URL, the pid whose process tree does the work, its API key, and
+    the pid of its store (Redis, Postgres) when it has one of its own."""
 
     name: str
     url: str
     pid: int
     api_key: str | None = None
+    store_pid: int | None = None
 
 
 def venv(name: str, packages: list[str], python: str = sys.executable) -> Path:
@@ -188,8 +199,8 @@ def threadline(work: Path) -> Iterator[Served]:
     )
     try:
         replica.start(timeout=60)
-        assert replica.proc is not None
-        yield Served("threadline", replica.url, replica.proc.pid, API_KEY)
+        assert replica.proc is not None and redis.proc is not None
+        yield Served("threadline", replica.url, replica.proc.pid, API_KEY, redis.proc.pid)
     finally:
         replica.stop()
         redis.close()
@@ -252,12 +263,13 @@ def aegra(work: Path) -> Iterator[Served]:
     postgres = PostgresServer().start()
     try:
         database = postgres.create_database("aegra")
-        yield from _aegra_server(path, database, work)
+        postmaster = int((postgres.data / "postmaster.pid").read_text().split()[0])
+        yield from _aegra_server(path, database, work, postmaster)
     finally:
         postgres.close()
 
 
-def _aegra_server(path: Path, database: str, work: Path) -> Iterator[Served]:
+def _aegra_server(path: Path, database: str, work: Path, postmaster: int) -> Iterator[Served]:
     # aegra-api 0.6.0 (what Python 3.11 resolves) has no command of its own: its ASGI app under
     # uvicorn, configured by AEGRA_CONFIG and DATABASE_URL, migrating the database at start-up.
     config = config_copy(work, "aegra.json")
@@ -297,7 +309,7 @@ def _aegra_server(path: Path, database: str, work: Path) -> Iterator[Served]:
             lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
             last = lines[-1][:300] if lines else str(exc).splitlines()[0]
             raise Skipped(f"aegra did not start here: {last}") from None
-        yield Served("aegra", url, proc.pid)
+        yield Served("aegra", url, proc.pid, store_pid=postmaster)
     finally:
         stop(proc)
 
@@ -356,41 +368,51 @@ async def measure(client, served: Served, concurrency: int, args: argparse.Names
             left -= 1
             await run(thread, True)
 
-    cpu, wall = tree_cpu(served.pid), time.perf_counter()
+    store = served.store_pid
+    cpu, store_cpu, wall = tree_cpu(served.pid), store and tree_cpu(store), time.perf_counter()
     await asyncio.gather(*(worker(t) for t in threads))
     level.wall, level.cpu = time.perf_counter() - wall, tree_cpu(served.pid) - cpu
+    if store:
+        level.store_cpu = tree_cpu(store) - store_cpu
     return level
 
 
-async def drive(served: Served, levels: list[int], args: argparse.Namespace) -> list[Level]:
-    """Every level against one server, in order."""
+async def drive(servers: list[Served], levels: list[int], args: argparse.Namespace) -> list[Level]:
+    """Level by level, the servers one after another at each level: all of them are up (idle
+    when not measured), so a change in this machine's load during the benchmark falls on every
+    server alike rather than on whichever ran last."""
     from langgraph_sdk import get_client
 
-    client = get_client(url=served.url, api_key=served.api_key, timeout=httpx.Timeout(120.0))
+    timeout = httpx.Timeout(120.0)
+    clients = [get_client(url=s.url, api_key=s.api_key, timeout=timeout) for s in servers]
     results = []
     try:
         for concurrency in levels:
-            level = await measure(client, served, concurrency, args)
-            results.append(level)
-            error = f"  first error: {level.first_error}" if level.errors else ""
-            print(
-                f"bench-api: {served.name:<13} c={concurrency:<3} {level.runs:>5} runs"
-                f"  {level.rate:8.1f} runs/s  p50 {level.ms(50):8.1f} ms  p99 {level.ms(99):8.1f} ms"
-                f"  cpu {level.cpu_ms:6.1f} ms/run  errors {level.errors}{error}",
-                flush=True,
-            )
+            for served, client in zip(servers, clients, strict=True):
+                level = await measure(client, served, concurrency, args)
+                results.append(level)
+                error = f"  first error: {level.first_error}" if level.errors else ""
+                print(
+                    f"bench-api: {served.name:<13} c={concurrency:<3} {level.runs:>5} runs"
+                    f"  {level.rate:8.1f} runs/s  p50 {level.ms(50):8.1f} ms  p99 {level.ms(99):8.1f} ms"
+                    f"  cpu {level.cpu_ms:6.1f} ms/run (+ store {level.store_cpu_ms:.1f})"
+                    f"  errors {level.errors}{error}",
+                    flush=True,
+                )
     finally:
-        await client.aclose()
+        for client in clients:
+            await client.aclose()
     return results
 
 
 def report(results: list[Level], skipped: dict[str, str], levels: list[int]) -> None:
-    print("\n| server | concurrency | runs/s | p50 ms | p99 ms | server CPU ms/run | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| server | concurrency | runs/s | p50 ms | p99 ms | server CPU ms/run | its store's | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for level in results:
+        store = "—" if math.isnan(level.store_cpu_ms) else f"{level.store_cpu_ms:.1f}"
         print(
             f"| {level.server} | {level.concurrency} | {level.rate:.1f} | {level.ms(50):.1f} | "
-            f"{level.ms(99):.1f} | {level.cpu_ms:.1f} | {level.errors} |"
+            f"{level.ms(99):.1f} | {level.cpu_ms:.1f} | {store} | {level.errors} |"
         )
     for name, why in skipped.items():
         print(f"\n{name}: skipped: {why}")
@@ -433,18 +455,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(names) - set(SERVERS)
     if unknown:
         parser.error(f"unknown servers: {', '.join(sorted(unknown))}")
-    results: list[Level] = []
     skipped: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, contextlib.ExitStack() as stack:
+        servers = []
         for name in names:
             work = Path(tmp) / name
             work.mkdir()
             try:
-                with SERVERS[name](work) as served:
-                    results += asyncio.run(drive(served, levels, args))
+                servers.append(stack.enter_context(SERVERS[name](work)))
             except Skipped as exc:
                 skipped[name] = str(exc)
                 print(f"bench-api: {name}: skipped: {exc}", flush=True)
+        results = asyncio.run(drive(servers, levels, args))
     report(results, skipped, levels)
     return 0
 
