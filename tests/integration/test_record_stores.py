@@ -61,8 +61,13 @@ async def test_threads_are_created_once_updated_listed_per_owner_and_deleted(sto
     assert await store.get_thread(mine.thread_id) is None
     assert await store.get_run(mine.thread_id, run.run_id) is None
     assert await store.threads_of("alice") == []
-    await store.update_thread(mine.thread_id, status="idle")  # does not revive it
+    # A late update or a run ending after the delete does not revive anything.
+    await store.update_thread(mine.thread_id, status="idle")
+    await store.finish_run(mine.thread_id, run.run_id, "success", "idle", b"{}")
     assert await store.get_thread(mine.thread_id) is None
+    assert await store.get_run(mine.thread_id, run.run_id) is None
+    assert await store.result(mine.thread_id, run.run_id, 0) is None
+    assert await store.read_events(mine.thread_id, run.run_id, None, 0) == []
 
 
 async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_with_their_result(

@@ -225,6 +225,8 @@ class LocalRecordStore:
     async def finish_run(
         self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
     ) -> None:
+        if run_id not in self._runs.get(thread_id, {}):
+            return  # deleted with its thread: left deleted
         await self.set_run_status(thread_id, run_id, status)
         queue = self._queues.get(thread_id, [])
         with contextlib.suppress(ValueError):

@@ -85,12 +85,11 @@ class RedisRecordStore:
     # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end; ARGV[1] run id, ARGV[2]
     # run status, ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7]
     # end event name. The status is written before the end event: a client that sees the end
-    # and then reads the run sees it finished.
+    # and then reads the run sees it finished. A deleted run is left deleted (returns 0).
     FINISH_RUN = """
     redis.call('ZREM', KEYS[2], ARGV[1])
-    if redis.call('EXISTS', KEYS[3]) == 1 then
-      redis.call('HSET', KEYS[3], 'status', ARGV[2], 'updated_at', ARGV[4])
-    end
+    if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+    redis.call('HSET', KEYS[3], 'status', ARGV[2], 'updated_at', ARGV[4])
     if redis.call('EXISTS', KEYS[1]) == 1 then
       if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('HSET', KEYS[1], 'status', ARGV[3]) end
       redis.call('HSET', KEYS[1], 'updated_at', ARGV[4])

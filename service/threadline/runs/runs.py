@@ -62,6 +62,10 @@ QUEUE_POLL_SECONDS = 0.05
 STATELESS_GRACE_SECONDS = 60.0
 
 
+class _RunGone(Exception):
+    """The run was deleted (with its thread) before it started."""
+
+
 class Runs:
     """Create, execute, join, stream, cancel and list runs.
 
@@ -188,6 +192,7 @@ class Runs:
         cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
         heart = asyncio.create_task(self._keep_beating(run))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
+        gone = False
         try:
             await asyncio.wait({body, cancel}, return_when=asyncio.FIRST_COMPLETED)
             if not body.done():
@@ -197,6 +202,8 @@ class Runs:
                 status, thread_status, result = await self._cancelled(run, assistant)
             else:
                 status, thread_status, result = body.result()
+        except _RunGone:  # its thread was deleted while it waited: nothing left to record
+            gone = True
         except asyncio.CancelledError:  # this process is stopping
             body.cancel()
             status = "interrupted"
@@ -214,9 +221,10 @@ class Runs:
         finally:
             cancel.cancel()
             heart.cancel()
-            # Shielded: the records must say the run ended even when this task is cancelled.
-            await asyncio.shield(self._finish(run, status, thread_status, result))
-            metrics.RUNS.labels(status).inc()
+            if not gone:
+                # Shielded: the records must say the run ended even when this task is cancelled.
+                await asyncio.shield(self._finish(run, status, thread_status, result))
+                metrics.RUNS.labels(status).inc()
 
     async def _keep_beating(self, run: RunRecord) -> None:
         """Renew the run's heartbeat every third of its TTL while this executor lives; a run
@@ -282,7 +290,7 @@ class Runs:
         delay = QUEUE_POLL_SECONDS
         while (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
-                raise NotFound("run")
+                raise _RunGone(run.run_id)
             if await self._end_orphan(run.thread_id, head):
                 continue
             await asyncio.sleep(delay)
@@ -364,6 +372,8 @@ class Runs:
             result = await self.records.result(thread_id, run_id, 4.0)
             if result is not None:
                 return result
+            if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
+                raise NotFound("run")
             await self._end_orphan(thread_id, run_id)
 
     async def events(
@@ -385,6 +395,8 @@ class Runs:
         while True:
             events = await self.records.read_events(thread_id, run_id, after, 4.0)
             if not events:
+                if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
+                    return
                 await self._end_orphan(thread_id, run_id)
             for event in events:
                 if event.event == END_EVENT:
