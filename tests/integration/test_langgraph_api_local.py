@@ -53,3 +53,10 @@ async def test_sdk_on_sqlite_survives_a_restart(start_replica, tmp_path: Path) -
     assert resumed["answer"] == "your refund of 500 is approved"
     state = await client.threads.get_state(chat["thread_id"])
     assert len(state["values"]["messages"]) == 2
+    # copy replays the history through the SQLite saver (it has no copy_thread of its own)
+    copy = await client.threads.copy(refund["thread_id"])
+    assert copy["values"] == (await client.threads.get(refund["thread_id"]))["values"]
+    history = await client.threads.get_history(refund["thread_id"], limit=50)
+    copied = await client.threads.get_history(copy["thread_id"], limit=50)
+    assert [h["values"] for h in copied] == [h["values"] for h in history]
+    assert [h["next"] for h in copied] == [h["next"] for h in history]
