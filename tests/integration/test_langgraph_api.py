@@ -429,6 +429,7 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(pair: Pair) -> None:
             "multitask_strategy",
         ),
         ("POST", f"/threads/{tid}/runs", {**run_body, "interrupt_before": ["nope"]}, 422, "interrupt_before"),
+        ("POST", f"/threads/{tid}/runs", {**run_body, "multitask_strategy": "rollback"}, 422, "rollback"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "checkpoint_id": str(uuid.uuid4())}, 404, "checkpoint"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "webhook": "http://example.com/hook"}, 422, "webhook"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "metadata": "not an object"}, 422, "metadata"),

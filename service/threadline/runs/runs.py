@@ -109,6 +109,10 @@ class Runs:
         """
         assistant = self.assistants.get(payload["assistant_id"])
         _check_input(assistant, payload)
+        if payload.get("multitask_strategy") == "rollback":
+            # Refused rather than run as another strategy: a client asking for rollback expects
+            # the active run's checkpoints gone, which this release does not do yet.
+            raise Invalid("multitask_strategy: rollback is not supported yet; use interrupt or enqueue")
         stateless = thread_id is None
         if stateless:
             thread_id = str(uuid.uuid4())
