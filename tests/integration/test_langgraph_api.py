@@ -211,6 +211,9 @@ async def test_last_event_id_resumes_on_the_other_replica(pair: Pair) -> None:
     rest = [p async for p in b.runs.join_stream(tid, run["run_id"], last_event_id=head[-1].id)]
     whole = [p async for p in b.runs.join_stream(tid, run["run_id"])]
     assert [p.id for p in head + rest] == [p.id for p in whole]
+    # "-1" (what the JS SDK sends to replay a run) means from the start.
+    replay = [p async for p in a.runs.join_stream(tid, run["run_id"], last_event_id="-1")]
+    assert [p.id for p in replay] == [p.id for p in whole]
     assert [p.data for p in head + rest] == [p.data for p in whole]
     assert whole[-1].event == "values"
 

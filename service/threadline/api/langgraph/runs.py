@@ -200,6 +200,8 @@ async def join_stream(
 ) -> EventSourceResponse:
     """The run's events: from the start, or after ``Last-Event-ID``; only the modes in
     ``stream_mode`` (repeated, or a JSON list) when given."""
+    if last_event_id in ("-1", "0"):  # what JS clients send to replay a run from its start
+        last_event_id = None
     if last_event_id is not None and not event_id_valid(last_event_id):
         raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this API")
     run = await runs.get(principal, thread_id, run_id)
