@@ -5,6 +5,7 @@ graph ``refunds`` (examples/refunds: custom state, custom stream events, an inte
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -622,3 +623,19 @@ async def test_interrupt_strategy_metadata_config_session_token_and_a_stateless_
     run = await client.runs.create(None, "refunds", input={"request": "refund", "amount": 1})
     result = await pair.client("b").runs.join(run["thread_id"], run["run_id"])
     assert result["decision"] == "approved"
+
+
+async def test_sigterm_lets_a_background_run_finish_before_the_replica_exits(
+    redis_server, start_replica
+) -> None:
+    env = redis_env(redis_server, **{**ENV, "MODEL_TOKEN_DELAY_MS": "150", "DRAIN_SECONDS": "10"})
+    leaving, staying = start_replica(env, "leaving"), start_replica(env, "staying")
+    a = get_client(url=leaving.url, api_key=API_KEY)
+    thread = await a.threads.create()
+    tid = thread["thread_id"]
+    run = await a.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
+    await asyncio.sleep(0.3)
+    leaving.signal(signal.SIGTERM)
+    result = await get_client(url=staying.url, api_key=API_KEY).runs.join(tid, run["run_id"])
+    assert result["messages"][-1]["content"] == expected_reply(["hi"])
+    assert leaving.proc.wait(timeout=15) in (0, -signal.SIGTERM)
