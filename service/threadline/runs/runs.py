@@ -83,8 +83,10 @@ class Runs:
         records: RecordStore,
         lease: TurnLease,
         heartbeat_seconds: float = 10.0,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.heartbeat_seconds = heartbeat_seconds
+        self.timeout_seconds = timeout_seconds
         self.threads = threads
         self.assistants = assistants
         self.records = records
@@ -317,11 +319,28 @@ class Runs:
         emit = _Emitter(self.records, run, requested)
         await emit("metadata", {"run_id": run.run_id, "attempt": 1})
         graph_input = _graph_input(kwargs)
+        deadline = asyncio.timeout(self.timeout_seconds)
         try:
-            async for part in _stream(graph, graph_input, config, kwargs, requested):
-                if held.lost.is_set():
-                    raise FencedError(run.thread_id)
-                await emit.part(*part)
+            try:
+                async with deadline:
+                    async for part in _stream(graph, graph_input, config, kwargs, requested):
+                        if held.lost.is_set():
+                            raise FencedError(run.thread_id)
+                        await emit.part(*part)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the graph's own TimeoutError: an error like any other
+                # Ran longer than allowed: stopped like a cancel (what was checkpointed stays).
+                error = {
+                    "error": "TimeoutError",
+                    "message": f"the run took longer than {self.timeout_seconds:g} s",
+                }
+                await emit("error", error)
+                return (
+                    "timeout",
+                    "interrupted" if emit.interrupts else "idle",
+                    wire.dumps({"__error__": error}),
+                )
         except FencedError:
             error = {
                 "error": "LeaseLost",
