@@ -145,6 +145,8 @@ def import_graphs(config_path: Path | None) -> dict[str, Pregel | StateGraph]:
             key = str(spec.path) if spec.path else str(spec.module)
             if key not in modules:
                 modules[key] = _import(spec)
+            if not hasattr(modules[key], spec.attr):
+                raise ConfigError(f"{spec.attr!r} is not defined there")
             value = getattr(modules[key], spec.attr)
             graph = _call_factory(value) if _is_factory(value) else value
         except ConfigError as exc:
