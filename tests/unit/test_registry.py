@@ -246,7 +246,7 @@ def test_a_missing_file_or_attribute_is_refused(tmp_path: Path) -> None:
     assert "no such file" in refused(config(tmp_path, {"nofile": "./absent.py:graph"}))
     write(tmp_path, "agent.py")
     message = refused(config(tmp_path, {"noattr": "./agent.py:grahp"}))
-    assert "'noattr'" in message and "grahp" in message
+    assert "graph 'noattr' (./agent.py:grahp): 'grahp' is not defined there" in message
 
 
 def test_something_that_is_not_a_graph_is_refused(tmp_path: Path) -> None:
@@ -300,6 +300,7 @@ def test_a_factory_with_two_required_arguments_is_refused(tmp_path: Path) -> Non
         ('{"graphs": {"x": "./agent.py"}}', "graph 'x': expected './file.py:attr'"),
         ('{"graphs": {"x": 3}}', "graph 'x': expected './file.py:attr'"),
         ('{"graphs": {"x": {"description": "no path"}}}', "graph 'x': expected"),
+        ('{"graphs": {"x": "./agent.ts:graph"}}', "graph 'x': only Python graphs (a .py file) are served"),
     ],
 )
 def test_a_malformed_config_is_refused(tmp_path: Path, content: str, expected: str) -> None:
@@ -322,3 +323,13 @@ def test_langgraph_config_is_read_from_the_environment(monkeypatch: pytest.Monke
     assert load(GraphSettings).config_path is None  # a chart's unset value
     monkeypatch.setenv("LANGGRAPH_CONFIG", "/graphs/langgraph.json")
     assert load(GraphSettings).config_path == Path("/graphs/langgraph.json")
+
+
+def test_the_env_of_a_langgraph_json_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "agent.py")
+    path = config(tmp_path, {"counter": "./agent.py:graph"}, env={"OPENAI_API_KEY": "sk-not-read"})
+    with caplog.at_level("WARNING", logger="threadline.agent.registry"):
+        assert "counter" in load_graphs(path, model(), InMemorySaver())
+    assert "`env` is ignored" in caplog.text and "sk-not-read" not in caplog.text

@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import logging
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,8 @@ from langgraph.pregel import Pregel
 
 from threadline.agent.graph import build_graph
 from threadline.config import ConfigError
+
+log = logging.getLogger(__name__)
 
 CHAT = "chat"
 """The id of the built-in chat graph."""
@@ -105,10 +108,17 @@ def read_config(config_path: Path) -> dict[str, GraphSpec]:
                 f"{VARIABLE}: graph {graph_id!r}: expected './file.py:attr' or 'package.module:attr'"
             )
         if location.endswith(".py") or "/" in location:
+            if not location.endswith(".py"):
+                raise ConfigError(
+                    f"{VARIABLE}: graph {graph_id!r}: only Python graphs (a .py file) are served"
+                )
             specs[graph_id] = GraphSpec(graph_id, entry, (base / location).resolve(), None, attr, description)
         else:
             specs[graph_id] = GraphSpec(graph_id, entry, None, location, attr, description)
     _add_local_dependencies(document.get("dependencies"), base)
+    if document.get("env"):
+        # Said at start-up, since the CLI would have loaded it: only config.py reads the environment.
+        log.warning("langgraph.json `env` is ignored: set those variables in the deployment")
     return specs
 
 
@@ -145,6 +155,8 @@ def import_graphs(config_path: Path | None) -> dict[str, Pregel | StateGraph]:
             key = str(spec.path) if spec.path else str(spec.module)
             if key not in modules:
                 modules[key] = _import(spec)
+            if not hasattr(modules[key], spec.attr):
+                raise ConfigError(f"{spec.attr!r} is not defined there")
             value = getattr(modules[key], spec.attr)
             graph = _call_factory(value) if _is_factory(value) else value
         except ConfigError as exc:
