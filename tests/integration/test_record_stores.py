@@ -131,3 +131,21 @@ async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
     assert not waiter.done()
     await store.request_cancel(t.thread_id, run.run_id)
     await asyncio.wait_for(waiter, 2)
+
+
+async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server) -> None:
+    from threadline.redis_keys import run_end_key, run_events_key, run_key
+    from threadline.runs.records_redis import FINISHED_EVENTS_TTL_SECONDS
+
+    client = async_client(redis_server.url(6))
+    store = RedisRecordStore(client, ttl_seconds=FINISHED_EVENTS_TTL_SECONDS * 24)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    await store.append_event(t.thread_id, run.run_id, "values", b"{}")
+    await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}")
+    assert 0 < await client.ttl(run_events_key(t.thread_id, run.run_id)) <= FINISHED_EVENTS_TTL_SECONDS
+    assert await client.ttl(run_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
+    assert await client.ttl(run_end_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
+    await client.aclose()

@@ -32,6 +32,11 @@ from threadline.runs.records import END_EVENT, RunEvent, RunRecord, RunRejected,
 
 # Blocking reads stay under the client's 5 s command timeout (threadline.redis_client).
 MAX_BLOCK_SECONDS = 4.0
+# How long a finished run's events stay (for a late reconnect or join-stream); its record and
+# result keep the checkpoint TTL. Events hold every streamed value — a `values` event carries
+# the whole state — so keeping them as long as the thread (7 days by default) would grow Redis
+# with the square of a conversation's length.
+FINISHED_EVENTS_TTL_SECONDS = 3600
 # Between two looks for a cancel request of a running run.
 CANCEL_POLL_SECONDS = 0.2
 
@@ -82,10 +87,11 @@ class RedisRecordStore:
     for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
     return 1
     """
-    # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end; ARGV[1] run id, ARGV[2]
-    # run status, ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7]
-    # end event name. The status is written before the end event: a client that sees the end
-    # and then reads the run sees it finished. A deleted run is left deleted (returns 0).
+    # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end;
+    # ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl,
+    # ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of the events from now on.
+    # The status is written before the end event: a client that sees the end and then reads
+    # the run sees it finished. A deleted run is left deleted (returns 0).
     FINISH_RUN = """
     redis.call('ZREM', KEYS[2], ARGV[1])
     if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
@@ -97,6 +103,7 @@ class RedisRecordStore:
     redis.call('XADD', KEYS[4], '*', 'e', ARGV[7], 'd', ARGV[6])
     redis.call('XADD', KEYS[5], '*', 'd', ARGV[6])
     for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+    redis.call('EXPIRE', KEYS[4], ARGV[8])
     return 1
     """
 
@@ -237,7 +244,17 @@ class RedisRecordStore:
             run_end_key(thread_id, run_id),
         ]
         await self._finish_run(
-            keys=keys, args=[run_id, status, thread_status, now_iso(), self._ttl, result, END_EVENT]
+            keys=keys,
+            args=[
+                run_id,
+                status,
+                thread_status,
+                now_iso(),
+                self._ttl,
+                result,
+                END_EVENT,
+                min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
+            ],
         )
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
