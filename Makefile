@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: help install install-python install-system run test test-fast bench bench-service lint lock image image-test chaos kind-test
+.PHONY: help install install-python install-system run test test-fast bench bench-service bench-api lint lock image image-test chaos kind-test
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -38,9 +38,12 @@ bench: install  ## checkpointer benchmark: per-turn cost vs the in-memory saver
 bench-service: install  ## service benchmark: turns/s and latency, redis vs redis-stack
 	$(PY) scripts/bench_service.py
 
+bench-api: install  ## LangGraph API benchmark: threadline vs langgraph dev (and Aegra), runs.wait
+	$(PY) scripts/bench_api.py
+
 lint: install-python  ## ruff
-	$(VENV)/bin/ruff check service tests scripts
-	$(VENV)/bin/ruff format --check service tests scripts
+	$(VENV)/bin/ruff check service tests scripts examples
+	$(VENV)/bin/ruff format --check service tests scripts examples
 
 LOCK_OUT ?= requirements.lock
 lock: install-python  ## re-pin service/requirements.lock (every runtime package, hashed) from pyproject

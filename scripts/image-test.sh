@@ -5,11 +5,17 @@
 #   image, as the helm test runs it) passes a two-turn conversation.
 # Docker when a Docker engine answers; else buildah (`podman run` fails here: rlimits), with
 # `buildah from` + `buildah run --isolation chroot --network host`.
+# Then, as a base image: examples/refunds (`FROM threadline:dev`) is built on top of IMAGE,
+# started the same way, and must serve its own graph: one LangGraph API run (POST /runs/wait)
+# on graph `refunds`, from the smoke tool inside the image.
 #   SKIP_BUILD=1 scripts/image-test.sh    # test an image built before
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGE=${IMAGE:-threadline:dev}
+EXAMPLE_IMAGE=${EXAMPLE_IMAGE:-threadline-example:dev}
 PYTHON=${PYTHON:-python3}
+# The example run: a question needs no human, so the run ends with an `answer`.
+EXAMPLE_RUN=(--run-assistant refunds --run-input '{"request": "where is my parcel?"}' --run-expect answer)
 
 [ "${SKIP_BUILD:-0}" = 1 ] || scripts/build-image.sh
 
@@ -24,11 +30,12 @@ env_args=(
   -e SESSION_BACKEND=memory -e "API_KEYS=image-test:$api_hash" -e "PORT=$port"
   -e HOST=127.0.0.1 -e DRAIN_SECONDS=1 -e REPLICA_NAME=image-test
 )
-server_pid="" ctr="" docker_ctr=""
+server_pid="" ctr="" docker_ctr="" example_ctr=""
 cleanup() {
   set +e
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   [ -n "$ctr" ] && buildah rm "$ctr" >/dev/null
+  [ -n "$example_ctr" ] && buildah rm "$example_ctr" >/dev/null
   [ -n "$docker_ctr" ] && docker rm -f "$docker_ctr" >/dev/null
   rm -rf "$work"
 }
@@ -57,6 +64,18 @@ if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   docker run --rm --read-only --network host -e "THREADLINE_API_KEY=$api_key" --tmpfs /tmp \
     --entrypoint /opt/venv/bin/python "$IMAGE" -m threadline smoke --url "http://127.0.0.1:$port" \
     || fail "smoke"
+  docker rm -f "$docker_ctr" >/dev/null
+  docker_ctr=""
+  # The example names its base `threadline:dev`; point that name at IMAGE for this build.
+  from=()
+  [ "$IMAGE" = threadline:dev ] || from=(--build-context "threadline:dev=docker-image://$IMAGE")
+  docker build "${from[@]}" -t "$EXAMPLE_IMAGE" examples/refunds
+  docker_ctr=$(docker run -d --read-only --network host -v "$work/tmp:/tmp" -v "$work/data:/data" \
+    "${env_args[@]}" "$EXAMPLE_IMAGE")
+  wait_ready
+  docker run --rm --read-only --network host -e "THREADLINE_API_KEY=$api_key" --tmpfs /tmp \
+    --entrypoint /opt/venv/bin/python "$EXAMPLE_IMAGE" -m threadline smoke --url "http://127.0.0.1:$port" \
+    "${EXAMPLE_RUN[@]}" || fail "example smoke"
 else
   ctr=$(buildah from --pull-never "$IMAGE")
   # Exactly what the image runs: ENTRYPOINT + CMD from its config.
@@ -99,6 +118,34 @@ else
     echo "image-test: nothing written outside /tmp and /data"
   fi
   buildah umount "$ctr" >/dev/null
+
+  # --- as a base image: the example graph built on top ---------------------------------------
+  extra=()
+  [ -d /etc/ssl/certs ] && extra+=(-v /etc/ssl/certs:/etc/ssl/certs:ro)
+  echo "image-test: building $EXAMPLE_IMAGE from examples/refunds on $IMAGE"
+  # --from: the example names its base `threadline:dev`; build it on IMAGE instead.
+  podman build --isolation chroot --network host "${extra[@]}" --from "$IMAGE" \
+    -t "$EXAMPLE_IMAGE" examples/refunds >"$work/example-build.log" 2>&1 \
+    || { tail -n 20 "$work/example-build.log" >&2; fail "example build"; }
+  example_ctr=$(buildah from --pull-never "$EXAMPLE_IMAGE")
+  config=$(buildah inspect --type container --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$example_ctr" |
+    sed -n 's/^LANGGRAPH_CONFIG=//p')
+  [ "$config" = /graphs/refunds/langgraph.json ] || fail "the example image sets LANGGRAPH_CONFIG=$config"
+  # A graph's own requirements install with the image's pip (as root, in a RUN step).
+  buildah run --isolation chroot --user 0:0 "$example_ctr" -- /opt/venv/bin/python -m pip --version >/dev/null \
+    || fail "no pip in the image for a graph's requirements"
+  rm -rf "$work/data" && mkdir -p "$work/data"
+  chown 10001:10001 "$work/data" 2>/dev/null || chmod 0777 "$work/data"
+  buildah run --isolation chroot --network host -v "$work/tmp:/tmp" -v "$work/data:/data" \
+    "${env_args[@]}" "$example_ctr" -- "${argv[@]}" >"$work/server.log" 2>&1 &
+  server_pid=$!
+  wait_ready
+  echo "image-test: example /readyz 200 (LANGGRAPH_CONFIG=$config)"
+  buildah run --isolation chroot --network host -v "$work/tmp:/tmp" \
+    -e "THREADLINE_API_KEY=$api_key" "$example_ctr" -- \
+    /opt/venv/bin/python -m threadline smoke --url "http://127.0.0.1:$port" "${EXAMPLE_RUN[@]}" \
+    || fail "example smoke"
 fi
 echo "image-test: smoke passed (two turns, second saw the first)"
+echo "image-test: example graph served from an image built FROM $IMAGE (one LangGraph API run)"
 echo "image-test: OK"

@@ -76,6 +76,18 @@ def expected_reply(contents: list[str]) -> str:
     return builtin_reply(contents, (len(contents) + 1) // 2)
 
 
+def assert_whole(messages: list[dict], turns: int) -> None:
+    """Human and AI alternate, ``turns`` turns, every reply computed from the full history."""
+    assert [m["role"] for m in messages] == ["human", "ai"] * turns, messages
+    contents: list[str] = []
+    for m in messages:
+        contents.append(m["content"])
+        if m["role"] == "ai":
+            assert m["content"] == expected_reply(contents[:-1]), m
+    ids = [m["id"] for m in messages]
+    assert len(ids) == len(set(ids))
+
+
 def metric(base_url: str, name: str, labels: str = "") -> float:
     """One sample from the replica's /metrics (0 when absent)."""
     wanted = f"{name}{{{labels}}}" if labels else name

@@ -2,7 +2,8 @@
 
 threadline serve [--host H] [--port P]   run the service
 threadline hash-key [KEY]                print the sha256 hex for API_KEYS (KEY or stdin)
-threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY)
+threadline smoke --url URL               two-turn conversation check (THREADLINE_API_KEY),
+    [--run-assistant ID --run-input JSON]    then one LangGraph API run
 threadline smoke --url URL --no-key      readiness and a 401 without credentials
 """
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument("--url", required=True)
     smoke.add_argument("--any-model", action="store_true", help="check turn numbers only")
     smoke.add_argument("--no-key", action="store_true", help="no API key: readiness and a 401 only")
+    smoke.add_argument("--run-assistant", help="then one LangGraph API run (POST /runs/wait) on this graph")
+    smoke.add_argument("--run-input", default="{}", help="the run's input, a JSON object")
+    smoke.add_argument("--run-expect", default="", help="a key the run's final values must hold")
     args = parser.parse_args(argv)
 
     if args.command == "hash-key":
@@ -36,11 +40,22 @@ def main(argv: list[str] | None = None) -> int:
         print(digest(key))
         return 0
     if args.command == "smoke":
-        from threadline.smoke import run_keyless_smoke, run_smoke
+        import json
+
+        from threadline.smoke import GraphRun, run_keyless_smoke, run_smoke
 
         if args.no_key:
             return run_keyless_smoke(args.url)
-        return run_smoke(args.url, os.environ.get("THREADLINE_API_KEY", ""), args.any_model)
+        graph_run = None
+        if args.run_assistant:
+            try:
+                run_input = json.loads(args.run_input)
+            except ValueError:
+                run_input = None
+            if not isinstance(run_input, dict):
+                parser.error("--run-input must be a JSON object")
+            graph_run = GraphRun(args.run_assistant, run_input, args.run_expect)
+        return run_smoke(args.url, os.environ.get("THREADLINE_API_KEY", ""), args.any_model, graph_run)
 
     from threadline import logs
     from threadline.config import Settings

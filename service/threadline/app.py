@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from threadline import __version__
 from threadline.api import errors, health, openapi, sessions, threads
+from threadline.api.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from threadline.api.middleware import ServiceMiddleware
 from threadline.config import Settings
 from threadline.runtime import Runtime
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(health.metrics_router)
     app.include_router(sessions.router)
     app.include_router(threads.router)
+    for router in LANGGRAPH_ROUTERS:
+        app.include_router(router)
     app.add_middleware(
         ServiceMiddleware,
         runtime=runtime,

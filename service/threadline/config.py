@@ -238,6 +238,21 @@ class ServerSettings(_Group):
         return self
 
 
+class GraphSettings(_Group):
+    """The graphs served (``LANGGRAPH_CONFIG``); see :mod:`threadline.agent.registry`."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    # A langgraph.json (the LangGraph CLI format) whose ``graphs`` are served beside the
+    # built-in ``chat`` graph; unset serves ``chat`` alone.
+    config_path: Path | None = Field(default=None, validation_alias=AliasChoices("LANGGRAPH_CONFIG"))
+
+    @field_validator("config_path", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # a chart renders an unset value as ""
+
+
 # Environment prefix of each group, for naming the variable in error messages.
 _PREFIXES: dict[type[BaseSettings], str] = {
     CheckpointSettings: "CHECKPOINT_",
@@ -246,6 +261,7 @@ _PREFIXES: dict[type[BaseSettings], str] = {
     ModelSettings: "MODEL_",
     ServerSettings: "",
     QuotaSettings: "QUOTA_",
+    GraphSettings: "",
 }
 _ALIASES = {
     (SessionSettings, "redis_url"): "REDIS_URL",
@@ -253,6 +269,7 @@ _ALIASES = {
     (SessionSettings, "redis_password"): "REDIS_PASSWORD",
     (CheckpointSettings, "redis_password"): "REDIS_PASSWORD",
     (ModelSettings, "name"): "MODEL",
+    (GraphSettings, "config_path"): "LANGGRAPH_CONFIG",
 }
 
 S = TypeVar("S", bound=BaseSettings)
@@ -297,6 +314,7 @@ class Settings:
         model: ModelSettings,
         server: ServerSettings,
         quota: QuotaSettings | None = None,
+        graph: GraphSettings | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.session = session
@@ -304,6 +322,7 @@ class Settings:
         self.model = model
         self.server = server
         self.quota = quota or QuotaSettings()
+        self.graph = graph or GraphSettings(config_path=None)
 
     @classmethod
     def load(cls) -> Settings:
@@ -319,6 +338,7 @@ class Settings:
             model=load(ModelSettings),
             server=load(ServerSettings),
             quota=load(QuotaSettings),
+            graph=load(GraphSettings),
         )
         settings.session.api_key_hashes()  # validate API_KEYS now, not on first request
         return settings

@@ -85,3 +85,8 @@ HTTP_SECONDS = Histogram(
     "HTTP request time, by method and route template.",
     ["method", "route"],
 )
+RUNS = Counter(
+    "threadline_runs_total",
+    "LangGraph API runs ended, by final status (success, error, interrupted).",
+    ["status"],
+)

@@ -18,6 +18,15 @@ key                 type    holds
 ``tl:session:<h>``  HASH    the session whose token hashes to ``h``: principal, key digest,
                             absolute deadline (:mod:`threadline.sessions`)
 ``tl:p:{P}:threads`` ZSET   live threads of principal ``P``, scored by last activity (ms)
+``tl:{T}:thread``   HASH    LangGraph API thread record (:mod:`threadline.runs.records_redis`)
+``tl:{T}:runs``     ZSET    the thread's run ids by creation time (µs)
+``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
+``tl:{T}:run:R``    HASH    run record of run ``R``
+``tl:{T}:run:R:ev`` STREAM  run ``R``'s events (SSE ids are the entry ids)
+``tl:{T}:run:R:end`` STREAM run ``R``'s result, one entry once it ended (what joiners block on)
+``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor polls for it)
+``tl:{T}:run:R:hb`` STRING  heartbeat of run ``R``'s executor, PEXPIREd (absent: it died)
+``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
 ==================  ======  ==============================================================
 """
 
@@ -52,6 +61,49 @@ def thread_bytes_key(thread_id: str) -> str:
 def principal_threads_key(principal: str) -> str:
     """The ZSET of ``principal``'s live threads (quota ``QUOTA_THREADS_PER_PRINCIPAL``)."""
     return f"{PREFIX}:p:{{{principal}}}:threads"
+def thread_record_key(thread_id: str) -> str:
+    """The LangGraph API record (owner, metadata, status) of ``thread_id``."""
+    return f"{thread_tag(thread_id)}:thread"
+
+
+def runs_index_key(thread_id: str) -> str:
+    """Every run id of ``thread_id``, scored by creation time in µs."""
+    return f"{thread_tag(thread_id)}:runs"
+
+
+def run_queue_key(thread_id: str) -> str:
+    """The active (pending or running) run ids of ``thread_id``, scored by queue order."""
+    return f"{thread_tag(thread_id)}:runq"
+
+
+def run_key(thread_id: str, run_id: str) -> str:
+    """The record of run ``run_id`` (same hash tag as its thread)."""
+    return f"{thread_tag(thread_id)}:run:{run_id}"
+
+
+def run_events_key(thread_id: str, run_id: str) -> str:
+    """The event stream of run ``run_id``."""
+    return f"{run_key(thread_id, run_id)}:ev"
+
+
+def run_end_key(thread_id: str, run_id: str) -> str:
+    """The stream that gets run ``run_id``'s result as its one entry when the run ends."""
+    return f"{run_key(thread_id, run_id)}:end"
+
+
+def run_cancel_key(thread_id: str, run_id: str) -> str:
+    """The list a cancel request of run ``run_id`` is pushed to."""
+    return f"{run_key(thread_id, run_id)}:x"
+
+
+def run_heartbeat_key(thread_id: str, run_id: str) -> str:
+    """Present while the executor of run ``run_id`` lives (renewed with a short TTL)."""
+    return f"{run_key(thread_id, run_id)}:hb"
+
+
+def owner_threads_key(principal_digest: str) -> str:
+    """The thread ids of the principal whose name has SHA-256 hex ``principal_digest``."""
+    return f"{PREFIX}:owner:{principal_digest}"
 
 
 def session_key(token_digest: str) -> str:

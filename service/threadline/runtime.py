@@ -1,4 +1,5 @@
-"""The state of one running replica: settings, stores once open, draining flag."""
+"""The state of one running replica: settings, stores once open, the served graphs, the
+``/v1`` conversations and the LangGraph API's threads and runs, draining flag."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
+from threadline.agent.registry import CHAT, bind_graphs, import_graphs
 from threadline.auth import ApiKeys
 from threadline.config import Settings
+from threadline.runs.assistants import Assistants
+from threadline.runs.runs import Runs
+from threadline.runs.threads import Threads
 from threadline.stores import STORE_ERRORS, Stores
 from threadline.turns import Conversations
 
@@ -27,8 +32,13 @@ class Runtime:
         self.replica = settings.server.replica_name
         self.api_keys = ApiKeys(settings.session.api_key_hashes())
         self.model = make_model(settings.model)
+        # Imported now, so a graph that fails to import stops start-up before any store opens.
+        self.user_graphs = import_graphs(settings.graph.config_path)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
+        self.assistants: Assistants | None = None
+        self.threads: Threads | None = None
+        self.runs: Runs | None = None
         self.draining = False
         self.streams = 0  # SSE replies open now, at most settings.server.max_streams
 
@@ -59,18 +69,36 @@ class Runtime:
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             stack.push_async_callback(attempt.aclose)
-            self.stores = stores
-            self.conversations = Conversations(
-                build_graph(self.model, stores.checkpointer),
+            graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)
+            self.assistants = Assistants(graphs)
+            self.threads = Threads(stores.records, self.assistants, stores.lease, stores.checkpointer)
+            self.runs = Runs(
+                self.threads,
+                self.assistants,
+                stores.records,
                 stores.lease,
+                heartbeat_seconds=self.settings.turn.lease_seconds,
+                timeout_seconds=self.settings.turn.timeout_seconds,
+            )
+            stack.push_async_callback(self.runs.aclose)
+            # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
+            chat = (
+                graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)
+            )
+            self.conversations = Conversations(
+                chat,
+                stores.lease,
+                stores.records,
                 stores.quotas,
                 turn_timeout=self.settings.turn.timeout_seconds,
             )
+            self.stores = stores
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
 
     async def drain(self, seconds: float) -> None:
-        """Wait until no turn is in flight, at most ``seconds``."""
-        if self.conversations is not None:
+        """Wait until no turn or run is in flight, at most ``seconds``."""
+        waits = [x.idle.wait() for x in (self.conversations, self.runs) if x is not None]
+        if waits:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.conversations.idle.wait(), seconds)
+                await asyncio.wait_for(asyncio.gather(*waits), seconds)

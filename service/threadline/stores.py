@@ -1,6 +1,8 @@
 """Everything the service keeps state in, opened together and probed together.
 
-Start order: checkpointer → turn lease → sessions; stop order is the reverse. Opening fails
+Start order: checkpointer → turn lease and record store → sessions; stop order is the
+reverse. The record store (LangGraph API threads, runs, run events) shares the lease's Redis
+client with Redis checkpoints and is process-local otherwise, like the lease (ADR 0009). Opening fails
 with :class:`StoreUnavailable` when a store cannot be reached; the app then stays up, not
 ready, and retries (:mod:`threadline.app`) — nothing is ever replaced by an in-memory store.
 """
@@ -23,6 +25,8 @@ from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
 from threadline.redis_client import async_client
+from threadline.runs.records import LocalRecordStore, RecordStore
+from threadline.runs.records_redis import RedisRecordStore
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 
 log = logging.getLogger(__name__)
@@ -66,15 +70,21 @@ async def warn_if_evicting(client: aioredis.Redis) -> None:
 
 
 class Stores:
-    """The opened checkpointer, turn lease and session store of one process."""
+    """The opened checkpointer, turn lease, record store and session store of one process."""
 
     def __init__(
-        self, checkpointer: BaseCheckpointSaver, lease: TurnLease, sessions: SessionStore, quotas: Quotas
+        self,
+        checkpointer: BaseCheckpointSaver,
+        lease: TurnLease,
+        sessions: SessionStore,
+        quotas: Quotas,
+        records: RecordStore | None = None,
     ):
         self.checkpointer = checkpointer
         self.lease = lease
         self.sessions = sessions
         self.quotas = quotas
+        self.records: RecordStore = records if records is not None else LocalRecordStore()
 
     @classmethod
     async def open(cls, settings: Settings, stack: AsyncExitStack) -> Stores:
@@ -86,6 +96,7 @@ class Stores:
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
         lease: TurnLease
         quotas: Quotas
+        records: RecordStore
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(settings.checkpoint.redis_url)
             stack.push_async_callback(client.aclose)
@@ -96,10 +107,12 @@ class Stores:
                 counter_ttl_seconds=settings.checkpoint.redis_ttl,
             )
             quotas = RedisQuotas(client, settings.quota, settings.checkpoint.redis_ttl)
+            records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl)
             await warn_if_evicting(client)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
             quotas = LocalQuotas(settings.quota)
+            records = LocalRecordStore()
         sessions: SessionStore
         session = settings.session
         if session.backend == "redis":
@@ -109,7 +122,7 @@ class Stores:
         else:
             sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions, quotas)
+        stores = cls(checkpointer, lease, sessions, quotas, records)
         await stores.ping()
         return stores
 
@@ -121,4 +134,5 @@ class Stores:
         async with asyncio.timeout(PING_TIMEOUT):
             await saver.aget_tuple(probe)
             await self.lease.ping()
+            await self.records.ping()
             await self.sessions.ping()

@@ -14,6 +14,10 @@ by a checkpoint (store failure, lost lease) is resumed first (ADR 0002).
 Human messages keep the client's id and replies get ``<id>.reply``; LangGraph's
 ``add_messages`` merges by id, so even a turn that is run twice cannot add a second copy of
 either. The lease's fencing token rides along in the config to every checkpoint write.
+
+A ``/v1`` thread also gets a LangGraph API thread record (graph ``chat``), so it is listed by
+the API's thread search; its owner stays in its state too, which replicas of the previous
+release read (ADR 0009).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas
+from threadline.runs.records import LocalRecordStore, RecordStore, ThreadRecord, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +127,7 @@ class Conversations:
     Args:
         graph: the compiled graph (its checkpointer holds the threads).
         lease: one turn at a time per thread.
+        records: the LangGraph API's thread records (a /v1 thread is visible there too).
         quotas: per-tenant limits (default: in-process, from the default settings).
         turn_timeout: seconds a turn may run (lease wait included) before it is cancelled.
     """
@@ -130,11 +136,13 @@ class Conversations:
         self,
         graph: CompiledStateGraph,
         lease: TurnLease,
+        records: RecordStore | None = None,
         quotas: Quotas | None = None,
         turn_timeout: float = 120.0,
     ) -> None:
         self.graph = graph
         self.lease = lease
+        self.records: RecordStore = records if records is not None else LocalRecordStore()
         self.quotas = quotas if quotas is not None else LocalQuotas(QuotaSettings())
         self.turn_timeout = turn_timeout
         self.checkpointer = graph.checkpointer
@@ -185,6 +193,8 @@ class Conversations:
             with contextlib.suppress(Exception):
                 await self.quotas.release_thread(principal, thread_id)
             raise
+        now = now_iso()
+        await self.records.create_thread(ThreadRecord(thread_id, principal, now, now, {"graph_id": "chat"}))
         self._remember_owner(thread_id, principal)
         return thread_id
 
@@ -237,6 +247,7 @@ class Conversations:
         # Under the lease, so no turn is half-way through writing the thread we delete.
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
+            await self.records.delete_thread(thread_id)
         self._owners.pop(thread_id, None)
         await self.quotas.release_thread(principal, thread_id)
 

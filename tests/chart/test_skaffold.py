@@ -29,19 +29,31 @@ def test_api_version() -> None:
     assert SKAFFOLD["kind"] == "Config"
     match = re.fullmatch(r"skaffold/v(\d+)beta(\d+)", SKAFFOLD["apiVersion"])
     assert match and (int(match[1]), int(match[2])) >= (4, 13)
-    assert {p["name"] for p in SKAFFOLD["profiles"]} == {"dev", "kind"}
+    assert {p["name"] for p in SKAFFOLD["profiles"]} == {"dev", "kind", "example"}
 
 
-@pytest.mark.parametrize("profile", [None, "dev", "kind"])
+@pytest.mark.parametrize("profile", [None, "dev", "kind", "example"])
 def test_profile_builds_and_renders(profile: str | None) -> None:
     config = effective(profile)
-    (artifact,) = config["build"]["artifacts"]
-    context = REPO / artifact["context"]
-    assert (context / artifact["docker"]["dockerfile"]).is_file()
-    image = artifact["image"]
-    for rule in artifact.get("sync", {}).get("manual", []):
-        assert list(context.glob(rule["src"])), rule["src"]
-        assert rule["src"].startswith(rule["strip"])
+    artifacts = config["build"]["artifacts"]
+    built = [a["image"] for a in artifacts]
+    for artifact in artifacts:
+        context = REPO / artifact["context"]
+        assert (context / artifact["docker"]["dockerfile"]).is_file()
+        for required in artifact.get("requires", []):
+            assert required["image"] in built[: built.index(artifact["image"])], "built before"
+        for rule in artifact.get("sync", {}).get("manual", []):
+            assert list(context.glob(rule["src"])), rule["src"]
+            assert rule["src"].startswith(rule["strip"])
+    image = built[-1]  # the image deployed: the last one built
+    if len(artifacts) > 1:
+        # The example's `FROM` is the base artifact under the tag this profile gives it.
+        base = artifacts[-1]
+        dockerfile = (REPO / base["context"] / base["docker"]["dockerfile"]).read_text()
+        assert f"FROM {built[0]}:{config['build']['tagPolicy']['envTemplate']['template']}\n" in dockerfile
+    for release in config["deploy"].get("helm", {}).get("releases", []):
+        key = image.replace("-", "_")
+        assert release["setValueTemplates"]["image.repository"] == f"{{{{.IMAGE_REPO_{key}}}}}"
     docs: list[dict[str, Any]] = []
     if "helm" in config["deploy"]:
         for release in config["deploy"]["helm"]["releases"]:

@@ -16,25 +16,13 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from client import API_KEY, Client, expected_reply, metric, parse_sse
+from client import API_KEY, Client, assert_whole, expected_reply, metric, parse_sse
 from servers import RedisServer, redis_env
 
 pytestmark = pytest.mark.integration
 
 # The built-in model's reply has 9 words; at 150 ms a token a turn streams for ~1.2 s.
 SLOW = {"MODEL_TOKEN_DELAY_MS": "150", "TURN_LEASE_SECONDS": "1", "TURN_LEASE_WAIT_SECONDS": "5"}
-
-
-def assert_whole(messages: list[dict], turns: int) -> None:
-    """Human and AI alternate, ``turns`` turns, every reply computed from the full history."""
-    assert [m["role"] for m in messages] == ["human", "ai"] * turns, messages
-    contents: list[str] = []
-    for m in messages:
-        contents.append(m["content"])
-        if m["role"] == "ai":
-            assert m["content"] == expected_reply(contents[:-1]), m
-    ids = [m["id"] for m in messages]
-    assert len(ids) == len(set(ids))
 
 
 def test_thread_continues_on_another_replica(redis_server, start_replica):

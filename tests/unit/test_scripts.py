@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,15 @@ def test_script_parses(script: Path) -> None:
     if shutil.which("shellcheck"):
         lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
         assert lint.returncode == 0, lint.stdout
+
+
+def test_bench_api_parses_and_has_help() -> None:
+    """`make bench-api` is a benchmark (not run by the suite): at least it starts and explains itself."""
+    script = SCRIPTS[0].parent / "bench_api.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    for option in ("--levels", "--runs", "--seconds", "--servers", "--stateless"):
+        assert option in result.stdout
+    assert "langgraph dev" in result.stdout

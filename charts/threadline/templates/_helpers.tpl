@@ -273,6 +273,12 @@ the values key to change.
 {{- fail "secret.postgresUrl is required when config.checkpointBackend=postgres (or use secret.existingSecret / externalSecret)" }}
 {{- end }}
 {{- end }}
+{{- if and $v.graphs.config $v.graphs.langgraphJson }}
+{{- fail "graphs.config and graphs.langgraphJson exclude each other: set the path of a langgraph.json in the image, or its content" }}
+{{- end }}
+{{- if and $v.graphs.files (not $v.graphs.langgraphJson) }}
+{{- fail "graphs.files needs graphs.langgraphJson (the langgraph.json that names them)" }}
+{{- end }}
 {{- if and $v.redis.inChart.enabled $v.secret.redisPassword }}
 {{- fail "secret.redisPassword must be empty when redis.inChart.enabled=true: set redis.inChart.auth.password instead" }}
 {{- end }}
@@ -366,5 +372,23 @@ threadline.env: the service container's environment beyond the ConfigMap: pod na
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.graphs.mountPath: where `graphs.langgraphJson` and `graphs.files` are mounted.
+*/}}
+{{- define "threadline.graphs.mountPath" -}}
+/etc/threadline/graphs
+{{- end }}
+
+{{/*
+threadline.graphs.configPath: LANGGRAPH_CONFIG, or empty to leave the image's own value.
+*/}}
+{{- define "threadline.graphs.configPath" -}}
+{{- if .Values.graphs.langgraphJson }}
+{{- printf "%s/langgraph.json" (include "threadline.graphs.mountPath" .) }}
+{{- else }}
+{{- .Values.graphs.config }}
 {{- end }}
 {{- end }}

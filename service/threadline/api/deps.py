@@ -12,6 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Header, Path, Request
 
 from threadline.api.errors import ApiError, unavailable
+from threadline.runs.assistants import Assistants
+from threadline.runs.runs import Runs
+from threadline.runs.threads import Threads
 from threadline.runtime import Runtime
 from threadline.sessions import SessionStore
 from threadline.turns import Conversations
@@ -33,6 +36,31 @@ async def get_conversations(runtime: RuntimeDep) -> Conversations:
     if runtime.conversations is None:
         raise unavailable("the stores are not reachable yet; retry shortly")
     return runtime.conversations
+
+
+async def _ready(runtime: Runtime) -> Runtime:
+    if runtime.draining:
+        raise unavailable("this replica is draining; retry")
+    if runtime.stores is None:
+        raise unavailable("the stores are not reachable yet; retry shortly")
+    return runtime
+
+
+async def get_assistants(runtime: RuntimeDep) -> Assistants:
+    return (await _ready(runtime)).assistants  # type: ignore[return-value]
+
+
+async def get_threads(runtime: RuntimeDep) -> Threads:
+    return (await _ready(runtime)).threads  # type: ignore[return-value]
+
+
+async def get_runs(runtime: RuntimeDep) -> Runs:
+    return (await _ready(runtime)).runs  # type: ignore[return-value]
+
+
+AssistantsDep = Annotated[Assistants, Depends(get_assistants)]
+ThreadsDep = Annotated[Threads, Depends(get_threads)]
+RunsDep = Annotated[Runs, Depends(get_runs)]
 
 
 async def get_sessions(runtime: RuntimeDep) -> SessionStore:
@@ -105,3 +133,12 @@ async def get_thread_id(thread_id: Annotated[str, Path()]) -> str:
 
 
 ThreadId = Annotated[str, Depends(get_thread_id)]
+
+
+async def get_run_id(run_id: Annotated[str, Path()]) -> str:
+    if not THREAD_ID.fullmatch(run_id):
+        raise ApiError(404, "not_found", "no such run")
+    return run_id
+
+
+RunId = Annotated[str, Depends(get_run_id)]

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.stores import STORE_ERRORS
 from threadline.turns import (
     IdempotencyConflict,
@@ -93,6 +94,18 @@ def install(app: FastAPI) -> None:
     async def _quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
         err = quota_error(exc)
         return error_response(err.status, err.code, err.message)
+    # The runs/threads layer writes these messages itself (never from stored data or a driver).
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return error_response(404, "not_found", exc.message)
+
+    @app.exception_handler(Invalid)
+    async def _invalid_run(_: Request, exc: Invalid) -> JSONResponse:
+        return error_response(422, "invalid_request", exc.message)
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return error_response(409, exc.code, exc.message)
 
     for exc_type, (status, code, message) in DOMAIN_ERRORS.items():
 

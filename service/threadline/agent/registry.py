@@ -1,0 +1,301 @@
+"""The graphs a replica serves: the built-in ``chat`` graph plus those a ``langgraph.json`` names.
+
+``LANGGRAPH_CONFIG`` names a ``langgraph.json`` in the LangGraph CLI format. Its ``graphs``
+map a graph id to ``./file.py:attr`` (relative to the json file), ``package.module:attr``, or
+``{"path": <either>, "description": …}``. Its ``dependencies`` that are local directories
+(``"."``, ``"./src"``) are put on ``sys.path``, as the CLI's image build installs them, so a
+``module:attr`` inside them imports. Its ``env`` is ignored: the environment comes from the
+deployment (the chart), and only :mod:`threadline.config` reads it.
+
+The attribute may be a compiled graph, a ``StateGraph`` (compiled here) or a factory that
+returns either, sync or async, taking nothing or one ``RunnableConfig`` as langgraph-api calls
+them. Unlike langgraph-api, which calls a factory for every run, threadline calls it **once**
+at start-up with an empty config: the graph is built once and shared by every run.
+
+threadline supplies the checkpointer. A graph compiled with a checkpointer of its own is
+refused, and so is one that fails to import, whose factory fails, or that is not a graph; each
+stops start-up with a :class:`~threadline.config.ConfigError` that names ``LANGGRAPH_CONFIG``,
+the graph id and the cause. Without ``LANGGRAPH_CONFIG`` the built-in chat graph is served as
+``chat``; with it, ``chat`` stays unless the config defines its own.
+
+Two phases, so that a broken config stops start-up before any store is opened:
+:func:`import_graphs` (reads, imports, calls factories, checks; needs no store) then
+:func:`bind_graphs` (attaches the checkpointer; cannot fail). :func:`load_graphs` does both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+
+from threadline.agent.graph import build_graph
+from threadline.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+CHAT = "chat"
+"""The id of the built-in chat graph."""
+
+VARIABLE = "LANGGRAPH_CONFIG"
+
+# Errors whose text says what is wrong without echoing data: a module name, a file, a line.
+# Anything else a user's module raises is reported by type and place only, since its text
+# may hold a value read from the environment (an API key in a client's error, say).
+_SAFE_TEXT = (ImportError, SyntaxError, AttributeError, FileNotFoundError, NameError)
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """One entry of ``graphs``: where the graph lives."""
+
+    graph_id: str
+    source: str
+    """As written in the config (``./agent.py:graph``), for messages."""
+    path: Path | None
+    """The resolved file, for ``file.py:attr``; ``None`` for ``module:attr``."""
+    module: str | None
+    attr: str
+    description: str | None = None
+
+
+def read_config(config_path: Path) -> dict[str, GraphSpec]:
+    """Parse a ``langgraph.json`` into graph specs (no import yet).
+
+    Raises:
+        ConfigError: the file is missing, not JSON, or an entry of ``graphs`` is malformed.
+    """
+    try:
+        document = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{VARIABLE}: no such file {str(config_path)!r}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{VARIABLE}: cannot read {str(config_path)!r} ({type(exc).__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{VARIABLE}: {str(config_path)!r} is not JSON (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    graphs = document.get("graphs") if isinstance(document, dict) else None
+    if not isinstance(graphs, dict) or not graphs:
+        raise ConfigError(f"{VARIABLE}: {str(config_path)!r} needs a non-empty `graphs` object")
+    base = config_path.resolve().parent
+    specs = {}
+    for graph_id, entry in graphs.items():
+        description = None
+        if isinstance(entry, dict):
+            description = entry.get("description")
+            entry = entry.get("path")
+        location, sep, attr = entry.rpartition(":") if isinstance(entry, str) else ("", "", "")
+        if not sep or not location or not attr.isidentifier():
+            raise ConfigError(
+                f"{VARIABLE}: graph {graph_id!r}: expected './file.py:attr' or 'package.module:attr'"
+            )
+        if location.endswith(".py") or "/" in location:
+            if not location.endswith(".py"):
+                raise ConfigError(
+                    f"{VARIABLE}: graph {graph_id!r}: only Python graphs (a .py file) are served"
+                )
+            specs[graph_id] = GraphSpec(graph_id, entry, (base / location).resolve(), None, attr, description)
+        else:
+            specs[graph_id] = GraphSpec(graph_id, entry, None, location, attr, description)
+    _add_local_dependencies(document.get("dependencies"), base)
+    if document.get("env"):
+        # Said at start-up, since the CLI would have loaded it: only config.py reads the environment.
+        log.warning("langgraph.json `env` is ignored: set those variables in the deployment")
+    return specs
+
+
+def _add_local_dependencies(dependencies: object, base: Path) -> None:
+    """Put the config's local dependency directories on ``sys.path`` (first, once each)."""
+    if not isinstance(dependencies, list):
+        return
+    for dependency in dependencies:
+        if isinstance(dependency, str) and dependency.startswith("."):
+            directory = (base / dependency).resolve()
+            if directory.is_dir() and str(directory) not in sys.path:
+                sys.path.insert(0, str(directory))
+
+
+def import_graphs(config_path: Path | None) -> dict[str, Pregel | StateGraph]:
+    """Import every graph ``config_path`` names and check it; no checkpointer attached yet.
+
+    Factories are called here (async ones too, on a loop of their own when one is running).
+
+    Returns:
+        graph id → a compiled graph without checkpointer, or a ``StateGraph`` to compile.
+        Empty when ``config_path`` is ``None``.
+
+    Raises:
+        ConfigError: naming ``LANGGRAPH_CONFIG``, the graph id and the cause.
+    """
+    if config_path is None:
+        return {}
+    modules: dict[str, ModuleType] = {}  # one import per file or module, shared by its graphs
+    graphs: dict[str, Pregel | StateGraph] = {}
+    for graph_id, spec in read_config(config_path).items():
+        where = f"{VARIABLE}: graph {graph_id!r} ({spec.source})"
+        try:
+            key = str(spec.path) if spec.path else str(spec.module)
+            if key not in modules:
+                modules[key] = _import(spec)
+            if not hasattr(modules[key], spec.attr):
+                raise ConfigError(f"{spec.attr!r} is not defined there")
+            value = getattr(modules[key], spec.attr)
+            graph = _call_factory(value) if _is_factory(value) else value
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        except Exception as exc:  # any failure of user code stops start-up, named
+            raise ConfigError(f"{where}: {_describe(exc)}") from None
+        graphs[graph_id] = _checked(graph, where)
+    return graphs
+
+
+def bind_graphs(
+    graphs: dict[str, Pregel | StateGraph], model: BaseChatModel, checkpointer: BaseCheckpointSaver
+) -> dict[str, Pregel]:
+    """Attach ``checkpointer`` to every graph of :func:`import_graphs`; add ``chat`` unless defined.
+
+    Returns:
+        graph id → compiled graph persisting through ``checkpointer``; ``chat`` first.
+    """
+    bound: dict[str, Pregel] = {}
+    if CHAT not in graphs:
+        bound[CHAT] = build_graph(model, checkpointer)
+    for graph_id, graph in graphs.items():
+        if isinstance(graph, StateGraph):
+            bound[graph_id] = graph.compile(checkpointer=checkpointer, name=graph_id)
+        else:
+            # A graph compiled without a name is called "LangGraph": name it after its id, as
+            # langgraph-api does, so runs and traces say which graph they are.
+            name = graph_id if graph.name == "LangGraph" else graph.name
+            bound[graph_id] = graph.copy(update={"checkpointer": checkpointer, "name": name})
+    return bound
+
+
+def load_graphs(
+    config_path: Path | None, model: BaseChatModel, checkpointer: BaseCheckpointSaver
+) -> dict[str, Pregel]:
+    """The graphs to serve: :func:`import_graphs` then :func:`bind_graphs`.
+
+    Args:
+        config_path: ``LANGGRAPH_CONFIG`` (``GraphSettings.config_path``), or ``None``.
+        model: the chat model of the built-in ``chat`` graph.
+        checkpointer: threadline's checkpointer, given to every graph.
+
+    Returns:
+        graph id → compiled graph (a ``CompiledStateGraph`` for every ``StateGraph``).
+
+    Raises:
+        ConfigError: a graph cannot be imported, is not a graph, or has its own checkpointer.
+    """
+    return bind_graphs(import_graphs(config_path), model, checkpointer)
+
+
+def _import(spec: GraphSpec) -> ModuleType:
+    if spec.module is not None:
+        return importlib.import_module(spec.module)
+    assert spec.path is not None
+    if not spec.path.is_file():
+        raise ConfigError(f"no such file {str(spec.path)!r}")
+    # A stable, unique module name per file, registered in sys.modules so that pickling,
+    # typing.get_type_hints and dataclasses can find the module of the graph's state class.
+    digest = hashlib.sha256(str(spec.path).encode()).hexdigest()[:10]
+    name = f"threadline_graphs.{spec.path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, spec.path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"cannot import {str(spec.path)!r} as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _is_factory(value: object) -> bool:
+    return callable(value) and not isinstance(value, (Pregel, StateGraph))
+
+
+def _call_factory(factory: Callable[..., Any]) -> object:
+    """Call a graph factory as langgraph-api would at start-up: with a config if it takes one."""
+    try:
+        parameters = [
+            p
+            for p in inspect.signature(factory).parameters.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # a builtin without a signature: call it bare
+        parameters = []
+    if len(parameters) > 1:
+        raise ConfigError("a graph factory takes nothing or one RunnableConfig")
+    if parameters and "ServerRuntime" in str(parameters[0].annotation):
+        raise ConfigError("a factory taking a ServerRuntime is not supported; take a RunnableConfig")
+    result = factory({"configurable": {}}) if parameters else factory()
+    if inspect.isawaitable(result):
+        result = _run(result)
+    if hasattr(result, "__aenter__") or hasattr(result, "__enter__"):
+        raise ConfigError("a context-manager graph factory is not supported; return the graph")
+    return result
+
+
+def _run(awaitable: Awaitable[Any]) -> Any:
+    """Await an async factory's result from sync code, inside a running loop or not."""
+
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    # Called from the app's loop (start-up): run the factory on a loop of its own in a thread.
+    # The graph it returns is loop-independent; a client it opens and keeps is bound to that
+    # short-lived loop, which is why a factory should open nothing it keeps.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="graph-factory") as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
+def _checked(graph: object, where: str) -> Pregel | StateGraph:
+    if isinstance(graph, StateGraph):
+        return graph
+    if not isinstance(graph, Pregel):
+        raise ConfigError(f"{where}: is a {type(graph).__name__}, not a graph, StateGraph or graph factory")
+    if isinstance(graph.checkpointer, BaseCheckpointSaver):
+        raise ConfigError(
+            f"{where}: compiled with its own checkpointer ({type(graph.checkpointer).__name__}); "
+            "compile it without one: threadline supplies the checkpointer (CHECKPOINT_BACKEND)"
+        )
+    if graph.checkpointer is False:
+        raise ConfigError(f"{where}: compiled with checkpointer=False; threadline must persist its state")
+    return graph
+
+
+def _describe(exc: BaseException) -> str:
+    """The cause of a failed import or factory, without echoing data the error may carry."""
+    if isinstance(exc, _SAFE_TEXT):
+        return f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__} raised{place}"

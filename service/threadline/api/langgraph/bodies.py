@@ -1,0 +1,166 @@
+"""Request bodies of the LangGraph API, as the SDK sends them (``langgraph_sdk/_async``).
+
+Fields the SDK may send and threadline does not act on are accepted and ignored only where
+ignoring them changes nothing for the client (tracing, feedback keys); a field that would change
+what happens (``webhook``, ``after_seconds``, ``supersteps``) is refused with 422 rather than
+silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+StreamMode = Literal[
+    "values", "updates", "messages", "messages-tuple", "custom", "debug", "events", "checkpoints", "tasks"
+]
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+_DESCRIPTIONS = {
+    202: "Accepted (the run is asked to stop)",
+    400: "Invalid thread id",
+    404: "Not found (or another principal's)",
+    405: "Not allowed: assistants are the deployment's graphs",
+    409: "Conflict (thread exists or busy, no interrupt to resume, run still active)",
+    422: "Invalid request (the message says why)",
+}
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: the statuses its own logic answers (errors have the one
+    error shape, ``{"error": {"code", "message"}}``)."""
+    return {status: {"description": _DESCRIPTIONS[status]} for status in statuses}
+
+
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CheckpointIn(_Body):
+    thread_id: str | None = None
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
+class ThreadCreate(_Body):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: None = Field(
+        default=None, description="not supported: create the thread, then update its state"
+    )
+
+
+class ThreadPatch(_Body):
+    metadata: dict[str, Any] | None = None
+
+
+class ThreadSearch(_Body):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    status: ThreadStatus | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] = "created_at"
+    sort_order: Literal["asc", "desc"] = "desc"
+
+
+class ThreadCount(_Body):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+
+
+class StateUpdate(_Body):
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: CheckpointIn | None = None
+
+
+class StateAt(_Body):
+    checkpoint: CheckpointIn
+    subgraphs: bool = False
+
+
+class HistoryQuery(_Body):
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: CheckpointIn | str | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointIn | None = None
+
+
+class AssistantSearch(_Body):
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class AssistantCount(_Body):
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+
+
+class CommandIn(_Body):
+    update: Any = None
+    resume: Any = None
+    goto: str | dict[str, Any] | list[str | dict[str, Any]] | None = None
+
+
+class RunCreate(_Body):
+    assistant_id: str = Field(min_length=1, max_length=128)
+    input: Any = None
+    command: CommandIn | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: StreamMode | list[StreamMode] = Field(default="values", validate_default=True)
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    checkpoint: CheckpointIn | None = None
+    checkpoint_id: str | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    on_completion: Literal["delete", "keep"] | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+    webhook: None = Field(default=None, description="not supported")
+    after_seconds: None = Field(default=None, description="not supported")
+
+    @field_validator("stream_mode")
+    @classmethod
+    def _as_list(cls, value: str | list[str]) -> list[str]:
+        return [value] if isinstance(value, str) else list(dict.fromkeys(value)) or ["values"]
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not isinstance(value.get("configurable", {}), dict):
+            raise ValueError("config.configurable must be an object")
+        return value
+
+    def payload(self) -> dict[str, Any]:
+        """The fields the runs layer reads (plain JSON values)."""
+        return self.model_dump(exclude={"webhook", "after_seconds"}, exclude_none=True)
+
+
+class RunsCancel(_Body):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None

@@ -1,0 +1,302 @@
+"""``/threads/{id}/runs…`` and stateless ``/runs…``: create, stream, wait, get, list, join,
+join-stream, cancel, delete.
+
+Every response about a run names it in ``Content-Location`` (``/threads/{t}/runs/{r}``, from
+which the SDK's ``on_run_created`` reads the ids) and, for streams and waits, ``Location`` (where
+the SDK reconnects: the run's ``/stream`` or ``/join``). SSE events carry their id in the run's
+event log, so a reconnect with ``Last-Event-ID`` resumes on any replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from threadline import metrics
+from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
+from threadline.api.errors import ApiError
+from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel, documented
+from threadline.runs.records import RunRecord, event_id_valid
+from threadline.runs.runs import STREAM_MODES, Runs, run_dict
+from threadline.stores import STORE_ERRORS
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["runs"])
+
+# Bytes sent while a /wait or /join has nothing to say yet, so proxies keep the connection
+# (leading whitespace is ignored by JSON parsers); every 5 s like langgraph-api.
+WAIT_KEEPALIVE_SECONDS = 5.0
+
+
+def _where(run: RunRecord, tail: str | None = None) -> dict[str, str]:
+    base = f"/threads/{run.thread_id}/runs/{run.run_id}"
+    headers = {"Content-Location": base}
+    if tail:
+        headers["Location"] = f"{base}/{tail}"
+    return headers
+
+
+async def _cancel_quietly(runs: Runs, principal: str, run: RunRecord) -> None:
+    with contextlib.suppress(Exception):
+        await runs.cancel(principal, run.thread_id, run.run_id)
+
+
+def _sse(runtime, body: AsyncIterator[ServerSentEvent], headers: dict[str, str]) -> EventSourceResponse:
+    server = runtime.settings.server
+    return EventSourceResponse(
+        body,
+        ping=server.sse_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+        shutdown_grace_period=server.drain_seconds,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
+    )
+
+
+async def _stream_events(
+    runs: Runs,
+    principal: str,
+    run: RunRecord,
+    *,
+    after: str | None,
+    modes: list[str] | None,
+    cancel_on_disconnect: bool,
+) -> AsyncIterator[ServerSentEvent]:
+    """The run's events as SSE. The generator is closed when the client goes away; then, with
+    ``cancel_on_disconnect``, the run is cancelled."""
+    finished = False
+    metrics.ACTIVE_STREAMS.inc()
+    try:
+        async for event in runs.events(principal, run.thread_id, run.run_id, after, modes, check=False):
+            yield ServerSentEvent(event.data.decode(), event=event.event, id=event.id)
+        finished = True
+    except STORE_ERRORS as exc:
+        log.warning("run stream cut by a store error", extra={"error": type(exc).__name__})
+        error = {
+            "error": "StoreUnavailable",
+            "message": "a store is unreachable; reconnect with Last-Event-ID",
+        }
+        yield ServerSentEvent(orjson.dumps(error).decode(), event="error")
+    finally:
+        metrics.ACTIVE_STREAMS.dec()
+        if not finished and cancel_on_disconnect:
+            await asyncio.shield(_cancel_quietly(runs, principal, run))
+
+
+async def _result_body(
+    runs: Runs, principal: str, run: RunRecord, cancel_on_disconnect: bool
+) -> AsyncIterator[bytes]:
+    """The run's result once it ends, after keep-alive newlines while it runs. The route has
+    checked the run is the principal's (it created or read it)."""
+    join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
+    try:
+        while True:
+            done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
+            if done:
+                yield join.result()
+                return
+            yield b"\n"
+    finally:
+        if not join.done():
+            join.cancel()
+            if cancel_on_disconnect:
+                await asyncio.shield(_cancel_quietly(runs, principal, run))
+
+
+def _wait_response(
+    runs: Runs, principal: str, run: RunRecord, cancel_on_disconnect: bool
+) -> StreamingResponse:
+    return StreamingResponse(
+        _result_body(runs, principal, run, cancel_on_disconnect),
+        media_type="application/json",
+        headers=_where(run, "join"),
+    )
+
+
+# -- on a thread --
+
+
+@router.post("/threads/{thread_id}/runs", responses=documented(400, 404, 409))
+async def create(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
+    run = await runs.create(principal, thread_id, body.payload())
+    return _json(run_dict(run), _where(run))
+
+
+@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **documented(400, 404, 409)})
+async def stream(
+    thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
+) -> EventSourceResponse:
+    run = await runs.create(principal, thread_id, body.payload())
+    events = _stream_events(
+        runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
+    return _sse(runtime, events, _where(run, "stream"))
+
+
+@router.post("/threads/{thread_id}/runs/wait", responses=documented(400, 404, 409))
+async def wait(
+    thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep
+) -> StreamingResponse:
+    run = await runs.create(principal, thread_id, body.payload())
+    return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
+
+
+@router.get("/threads/{thread_id}/runs", responses=documented(400, 404))
+async def list_runs(
+    thread_id: ThreadId,
+    principal: Principal,
+    runs: RunsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: Annotated[
+        str | None, Query(pattern="^(pending|running|error|success|timeout|interrupted)$")
+    ] = None,
+) -> list[dict[str, Any]]:
+    return [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=documented(400, 404))
+async def get(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
+    run = await runs.get(principal, thread_id, run_id)
+    return _json(run_dict(run), _where(run))
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, responses=documented(400, 404, 409))
+async def delete(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
+    await runs.delete(principal, thread_id, run_id)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join", responses=documented(400, 404))
+async def join(
+    thread_id: ThreadId,
+    run_id: RunId,
+    principal: Principal,
+    runs: RunsDep,
+    cancel_on_disconnect: bool = False,
+) -> StreamingResponse:
+    run = await runs.get(principal, thread_id, run_id)
+    return _wait_response(runs, principal, run, cancel_on_disconnect)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", responses={**SSE_RESPONSE, **documented(400, 404)})
+async def join_stream(
+    request: Request,
+    thread_id: ThreadId,
+    run_id: RunId,
+    principal: Principal,
+    runs: RunsDep,
+    runtime: RuntimeDep,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    """The run's events: from the start, or after ``Last-Event-ID``; only the modes in
+    ``stream_mode`` (repeated, or a JSON list) when given."""
+    if last_event_id in ("-1", "0"):  # what JS clients send to replay a run from its start
+        last_event_id = None
+    if last_event_id is not None and not event_id_valid(last_event_id):
+        raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this API")
+    run = await runs.get(principal, thread_id, run_id)
+    modes = _stream_modes(request.query_params.getlist("stream_mode"))
+    events = _stream_events(
+        runs,
+        principal,
+        run,
+        after=last_event_id or None,
+        modes=modes,
+        cancel_on_disconnect=cancel_on_disconnect,
+    )
+    return _sse(runtime, events, _where(run, "stream"))
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=documented(202, 400, 404))
+async def cancel(
+    thread_id: ThreadId,
+    run_id: RunId,
+    principal: Principal,
+    runs: RunsDep,
+    wait: bool = False,
+    action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
+) -> Response:
+    if action == "rollback":
+        raise ApiError(422, "invalid_request", "action=rollback is not supported yet; use interrupt")
+    run = await runs.cancel(principal, thread_id, run_id)
+    if not wait:
+        return Response(status_code=202)
+    return _wait_response(runs, principal, run, False)
+
+
+# -- stateless --
+
+
+@router.post("/runs", responses=documented(404, 409))
+async def create_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
+    run = await runs.create(principal, None, body.payload())
+    return _json(run_dict(run), _where(run))
+
+
+@router.post("/runs/stream", responses={**SSE_RESPONSE, **documented(404, 409)})
+async def stream_stateless(
+    body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
+) -> EventSourceResponse:
+    run = await runs.create(principal, None, body.payload())
+    events = _stream_events(
+        runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+    )
+    return _sse(runtime, events, _where(run, "stream"))
+
+
+@router.post("/runs/wait", responses=documented(404, 409))
+async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> StreamingResponse:
+    run = await runs.create(principal, None, body.payload())
+    return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
+
+
+@router.post("/runs/cancel", status_code=204, responses=documented(404))
+async def cancel_many(
+    body: RunsCancel,
+    principal: Principal,
+    runs: RunsDep,
+    action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
+) -> Response:
+    if action == "rollback":
+        raise ApiError(422, "invalid_request", "action=rollback is not supported yet; use interrupt")
+    if body.thread_id is None:
+        raise ApiError(
+            422, "invalid_request", "thread_id: required (cancelling across threads is not supported)"
+        )
+    for run in await runs.list(principal, body.thread_id, limit=10**6):
+        wanted = body.run_ids is None or run.run_id in body.run_ids
+        in_status = body.status in (None, "all") or run.status == body.status
+        if wanted and in_status:
+            await runs.cancel(principal, run.thread_id, run.run_id)
+    return Response(status_code=204)
+
+
+def _stream_modes(raw: list[str]) -> list[str] | None:
+    modes: list[str] = []
+    for value in filter(None, raw):  # the SDK sends an empty stream_mode= for "all of them"
+        if value.startswith("["):
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                raise ApiError(422, "invalid_request", "stream_mode: not a JSON list") from None
+            modes += [str(m) for m in parsed] if isinstance(parsed, list) else []
+        else:
+            modes.append(value)
+    bad = [m for m in modes if m not in STREAM_MODES]
+    if bad:
+        raise ApiError(422, "invalid_request", f"stream_mode: unknown modes {bad}")
+    return modes or None
+
+
+def _json(body: Any, headers: dict[str, str]) -> Response:
+    return Response(orjson.dumps(body), media_type="application/json", headers=headers)

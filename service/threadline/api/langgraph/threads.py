@@ -1,0 +1,124 @@
+"""``/threads``: create, read, update, delete, search, count, copy; state and history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from threadline.api.deps import Principal, ThreadId, ThreadsDep
+from threadline.api.langgraph.bodies import (
+    HistoryQuery,
+    StateAt,
+    StateUpdate,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+    documented,
+)
+
+router = APIRouter(prefix="/threads", tags=["threads"])
+
+
+@router.post("", responses=documented(409))
+async def create(body: ThreadCreate, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
+    return await threads.create(principal, body.thread_id, body.metadata, body.if_exists)
+
+
+@router.post("/search")
+async def search(body: ThreadSearch, principal: Principal, threads: ThreadsDep) -> list[dict[str, Any]]:
+    return await threads.search(principal, **body.model_dump())
+
+
+@router.post("/count")
+async def count(body: ThreadCount, principal: Principal, threads: ThreadsDep) -> int:
+    return await threads.count(principal, **body.model_dump())
+
+
+@router.get("/{thread_id}", responses=documented(400, 404))
+async def get(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
+    return await threads.get(principal, thread_id)
+
+
+@router.patch("/{thread_id}", responses=documented(400, 404))
+async def patch(
+    thread_id: ThreadId, body: ThreadPatch, principal: Principal, threads: ThreadsDep
+) -> dict[str, Any]:
+    return await threads.update(principal, thread_id, body.metadata)
+
+
+@router.delete("/{thread_id}", status_code=204, responses=documented(400, 404, 409))
+async def delete(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> Response:
+    await threads.delete(principal, thread_id)
+    return Response(status_code=204)
+
+
+@router.post("/{thread_id}/copy", responses=documented(400, 404, 409))
+async def copy(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
+    return await threads.copy(principal, thread_id)
+
+
+@router.get("/{thread_id}/state", responses=documented(400, 404))
+async def state(
+    thread_id: ThreadId, principal: Principal, threads: ThreadsDep, subgraphs: bool = False
+) -> dict[str, Any]:
+    return await threads.state(principal, thread_id, subgraphs=subgraphs)
+
+
+@router.post("/{thread_id}/state", responses=documented(400, 404, 409))
+async def update_state(
+    thread_id: ThreadId, body: StateUpdate, principal: Principal, threads: ThreadsDep
+) -> dict[str, Any]:
+    checkpoint = body.checkpoint.model_dump() if body.checkpoint else {}
+    if body.checkpoint_id:
+        checkpoint["checkpoint_id"] = body.checkpoint_id
+    return await threads.update_state(principal, thread_id, body.values, body.as_node, checkpoint or None)
+
+
+@router.post("/{thread_id}/state/checkpoint", responses=documented(400, 404))
+async def state_at(
+    thread_id: ThreadId, body: StateAt, principal: Principal, threads: ThreadsDep
+) -> dict[str, Any]:
+    return await threads.state(principal, thread_id, body.checkpoint.model_dump(), body.subgraphs)
+
+
+@router.get("/{thread_id}/state/{checkpoint_id}", responses=documented(400, 404))
+async def state_at_id(
+    thread_id: ThreadId,
+    checkpoint_id: Annotated[str, Path(max_length=128)],
+    principal: Principal,
+    threads: ThreadsDep,
+    subgraphs: bool = False,
+) -> dict[str, Any]:
+    return await threads.state(principal, thread_id, {"checkpoint_id": checkpoint_id}, subgraphs)
+
+
+@router.post("/{thread_id}/history", responses=documented(400, 404))
+async def history(
+    thread_id: ThreadId, body: HistoryQuery, principal: Principal, threads: ThreadsDep
+) -> list[dict[str, Any]]:
+    before = body.before
+    if isinstance(before, str):
+        before_cp: dict[str, Any] | None = {"checkpoint_id": before}
+    else:
+        before_cp = before.model_dump() if before else None
+    return await threads.history(
+        principal,
+        thread_id,
+        body.limit,
+        before_cp,
+        body.metadata,
+        body.checkpoint.model_dump() if body.checkpoint else None,
+    )
+
+
+@router.get("/{thread_id}/history", responses=documented(400, 404))
+async def history_get(
+    thread_id: ThreadId,
+    principal: Principal,
+    threads: ThreadsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    before: str | None = None,
+) -> list[dict[str, Any]]:
+    return await threads.history(principal, thread_id, limit, {"checkpoint_id": before} if before else None)

@@ -1,0 +1,308 @@
+"""Thread records, run records and run events: what the LangGraph API keeps besides checkpoints.
+
+One protocol, :class:`RecordStore`, two implementations:
+
+* :class:`threadline.runs.records_redis.RedisRecordStore` on the checkpoint Redis, next to the
+  thread's checkpoints (same ``{thread_id}`` hash tag), so any replica answers for any run;
+* :class:`LocalRecordStore` in this process, for the single-process backends (``memory``,
+  ``sqlite``, ``postgres``): their turn lease is process-local too, so they serve from one
+  replica, and a run never outlives its process there (ADR 0009).
+
+A thread's *active* runs (pending or running) form a queue ordered by creation; the first one
+runs, under the thread's turn lease. ``create_run`` adds to the queue atomically with the
+``reject`` check, so two replicas cannot both accept a run on an idle thread with
+``multitask_strategy=reject``.
+
+Events of a run are an append-only log with string ids that sort in append order; the last
+entry of a finished run is :data:`END_EVENT`, whose data is the run's result (what
+``/runs/wait`` answers). A reader passes the id it saw last to resume (``Last-Event-ID``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+ACTIVE_RUN_STATUSES = ("pending", "running")
+
+# Internal last event of every run: never sent to clients; its data is the run's result.
+END_EVENT = "__end__"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class ThreadRecord:
+    thread_id: str
+    owner: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str = "idle"
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    thread_id: str
+    owner: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: str
+    metadata: dict[str, Any]
+    multitask_strategy: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    id: str
+    event: str
+    data: bytes  # JSON
+
+
+class RunRejected(Exception):
+    """``multitask_strategy=reject`` and the thread has a pending or running run."""
+
+
+class RecordStore(Protocol):
+    """Where thread records, run records and run events live (see the module docstring)."""
+
+    async def create_thread(self, record: ThreadRecord) -> bool:
+        """Store ``record`` unless the thread exists; True if stored."""
+        ...
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
+
+    async def update_thread(self, thread_id: str, **fields: Any) -> None:
+        """Set ``metadata`` and/or ``status`` (and ``updated_at``) of an existing thread."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """The thread record, its runs and their events are gone."""
+        ...
+
+    async def threads_of(self, owner: str) -> list[ThreadRecord]:
+        """Every thread record of ``owner``, newest first."""
+        ...
+
+    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
+        """Store the run as pending, queue it on its thread and mark the thread busy.
+
+        Raises:
+            RunRejected: ``reject_if_busy`` and the thread has an active run.
+            KeyError: no such thread.
+        """
+        ...
+
+    async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None: ...
+
+    async def runs_of(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, newest first."""
+        ...
+
+    async def first_active_run(self, thread_id: str) -> str | None:
+        """The run id at the head of the thread's queue (the one allowed to run)."""
+        ...
+
+    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None: ...
+
+    async def finish_run(
+        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
+    ) -> None:
+        """Record the run's final status, take it off the queue, set the thread's status (if no
+        other run is queued) and append :data:`END_EVENT` with ``result``, in that order."""
+        ...
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None: ...
+
+    async def append_event(self, thread_id: str, run_id: str, event: str, data: bytes) -> str:
+        """Append one event; returns its id."""
+        ...
+
+    async def read_events(
+        self, thread_id: str, run_id: str, after: str | None, wait_seconds: float
+    ) -> list[RunEvent]:
+        """Events after id ``after`` (all when None), waiting up to ``wait_seconds`` for one."""
+        ...
+
+    async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
+        """The run's result once it ended (None if it did not within ``wait_seconds``)."""
+        ...
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> None: ...
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+        """Return once a cancel was requested for the run (runs until then)."""
+        ...
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        """The run's executor is alive for the next ``ttl_seconds``."""
+        ...
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        """Whether the run's executor beat within its last TTL."""
+        ...
+
+    async def ping(self) -> None: ...
+
+
+class LocalRecordStore:
+    """Records in this process's memory (single-process backends; see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, ThreadRecord] = {}
+        self._runs: dict[str, dict[str, RunRecord]] = {}  # thread → run id → run, in order
+        self._queues: dict[str, list[str]] = {}
+        self._events: dict[str, list[RunEvent]] = {}
+        self._changed: dict[str, asyncio.Condition] = {}
+        self._cancels: dict[str, asyncio.Event] = {}
+
+    async def ping(self) -> None:
+        return None
+
+    async def create_thread(self, record: ThreadRecord) -> bool:
+        if record.thread_id in self._threads:
+            return False
+        self._threads[record.thread_id] = replace(record, metadata=dict(record.metadata))
+        return True
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        record = self._threads.get(thread_id)
+        return replace(record, metadata=dict(record.metadata)) if record else None
+
+    async def update_thread(self, thread_id: str, **fields: Any) -> None:
+        if (record := self._threads.get(thread_id)) is not None:
+            self._threads[thread_id] = replace(record, updated_at=now_iso(), **fields)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)
+        self._queues.pop(thread_id, None)
+        for run_id in self._runs.pop(thread_id, {}):
+            self._events.pop(run_id, None)
+            self._changed.pop(run_id, None)
+            self._cancels.pop(run_id, None)
+
+    async def threads_of(self, owner: str) -> list[ThreadRecord]:
+        mine = [replace(t, metadata=dict(t.metadata)) for t in self._threads.values() if t.owner == owner]
+        return sorted(mine, key=lambda t: t.created_at, reverse=True)
+
+    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
+        thread = self._threads.get(run.thread_id)
+        if thread is None:
+            raise KeyError(run.thread_id)
+        queue = self._queues.setdefault(run.thread_id, [])
+        if reject_if_busy and queue:
+            raise RunRejected(run.thread_id)
+        queue.append(run.run_id)
+        self._runs.setdefault(run.thread_id, {})[run.run_id] = run
+        self._events[run.run_id] = []
+        self._threads[run.thread_id] = replace(thread, status="busy", updated_at=now_iso())
+
+    async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        run = self._runs.get(thread_id, {}).get(run_id)
+        return replace(run) if run else None
+
+    async def runs_of(self, thread_id: str) -> list[RunRecord]:
+        return [replace(r) for r in reversed(self._runs.get(thread_id, {}).values())]
+
+    async def first_active_run(self, thread_id: str) -> str | None:
+        queue = self._queues.get(thread_id)
+        return queue[0] if queue else None
+
+    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None:
+        if (run := self._runs.get(thread_id, {}).get(run_id)) is not None:
+            run.status, run.updated_at = status, now_iso()
+
+    async def finish_run(
+        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
+    ) -> None:
+        if run_id not in self._runs.get(thread_id, {}):
+            return  # deleted with its thread: left deleted
+        await self.set_run_status(thread_id, run_id, status)
+        queue = self._queues.get(thread_id, [])
+        with contextlib.suppress(ValueError):
+            queue.remove(run_id)
+        if not queue:
+            await self.update_thread(thread_id, status=thread_status)
+        await self.append_event(thread_id, run_id, END_EVENT, result)
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        self._runs.get(thread_id, {}).pop(run_id, None)
+        self._events.pop(run_id, None)
+
+    def _condition(self, run_id: str) -> asyncio.Condition:
+        return self._changed.setdefault(run_id, asyncio.Condition())
+
+    async def append_event(self, thread_id: str, run_id: str, event: str, data: bytes) -> str:
+        events = self._events.setdefault(run_id, [])
+        entry = RunEvent(f"{len(events) + 1}-0", event, data)
+        events.append(entry)
+        condition = self._condition(run_id)
+        async with condition:
+            condition.notify_all()
+        return entry.id
+
+    async def read_events(
+        self, thread_id: str, run_id: str, after: str | None, wait_seconds: float
+    ) -> list[RunEvent]:
+        start = _local_index(after)
+        events = self._events.get(run_id, [])
+        if len(events) <= start and wait_seconds > 0:
+            condition = self._condition(run_id)
+            async with condition:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        condition.wait_for(lambda: len(self._events.get(run_id, [])) > start), wait_seconds
+                    )
+            events = self._events.get(run_id, [])
+        return events[start:]
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        return None
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        # One process: an executor lives exactly as long as the records it would update.
+        return True
+
+    async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
+        def end() -> RunEvent | None:
+            events = self._events.get(run_id, [])
+            return events[-1] if events and events[-1].event == END_EVENT else None
+
+        if end() is None and wait_seconds > 0:
+            condition = self._condition(run_id)
+            async with condition:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(condition.wait_for(lambda: end() is not None), wait_seconds)
+        found = end()
+        return found.data if found else None
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> None:
+        self._cancels.setdefault(run_id, asyncio.Event()).set()
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+        await self._cancels.setdefault(run_id, asyncio.Event()).wait()
+
+
+def _local_index(after: str | None) -> int:
+    """The number of events up to and including id ``after`` (ids are ``<n>-0``)."""
+    if not after:
+        return 0
+    head = after.split("-", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def event_id_valid(value: str) -> bool:
+    """Whether ``value`` has the shape of an event id (``<ms>-<seq>``), so a bad
+    ``Last-Event-ID`` is a 4xx instead of a store error."""
+    head, sep, tail = value.partition("-")
+    return bool(sep) and head.isdigit() and tail.isdigit() and len(value) <= 64

@@ -1,0 +1,374 @@
+"""The record store on the checkpoint Redis (keys in :mod:`threadline.redis_keys`).
+
+Every key of a thread's records shares the thread's ``{thread_id}`` hash tag, so the two
+scripts below touch them atomically (also on Redis Cluster) and they carry the checkpoint
+TTL. The per-principal thread index is the one key outside a thread's tag: it is written in a
+second command after the thread record and cleaned lazily (an id whose record is gone is
+dropped when the index is read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from datetime import datetime
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from threadline.redis_keys import (
+    owner_threads_key,
+    run_cancel_key,
+    run_end_key,
+    run_events_key,
+    run_heartbeat_key,
+    run_key,
+    run_queue_key,
+    runs_index_key,
+    thread_record_key,
+)
+from threadline.runs.records import END_EVENT, RunEvent, RunRecord, RunRejected, ThreadRecord, now_iso
+
+# Blocking reads stay under the client's 5 s command timeout (threadline.redis_client).
+MAX_BLOCK_SECONDS = 4.0
+# How long a finished run's events stay (for a late reconnect or join-stream); its record and
+# result keep the checkpoint TTL. Events hold every streamed value — a `values` event carries
+# the whole state — so keeping them as long as the thread (7 days by default) would grow Redis
+# with the square of a conversation's length.
+FINISHED_EVENTS_TTL_SECONDS = 3600
+# Between two looks for a cancel request of a running run.
+CANCEL_POLL_SECONDS = 0.2
+
+
+def _owner_digest(owner: str) -> str:
+    return hashlib.sha256(owner.encode()).hexdigest()
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisRecordStore:
+    """Thread records, run records and run events in Redis.
+
+    Args:
+        client: the checkpoint Redis.
+        ttl_seconds: TTL of every key, refreshed on each write (the checkpoint TTL).
+    """
+
+    # KEYS[1] thread; ARGV[1] ttl, ARGV[2..] field/value pairs. Returns 1 if created, 0 if the
+    # thread exists.
+    CREATE_THREAD = """
+    if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+    redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+    redis.call('EXPIRE', KEYS[1], ARGV[1])
+    return 1
+    """
+    # KEYS[1] thread; ARGV[1] ttl, ARGV[2..] field/value pairs. Only an existing record: an
+    # update racing a delete must not revive the thread. Returns 1 if updated.
+    UPDATE_THREAD = """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+    redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+    redis.call('EXPIRE', KEYS[1], ARGV[1])
+    return 1
+    """
+    # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run; ARGV[1] reject (1/0),
+    # ARGV[2] run id, ARGV[3] created ms, ARGV[4] ttl, ARGV[5] now, ARGV[6..] run fields.
+    # Returns 1 queued, 0 rejected (thread has an active run), -1 no such thread.
+    CREATE_RUN = """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+    if ARGV[1] == '1' and redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
+    local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+    redis.call('HSET', KEYS[4], unpack(ARGV, 6))
+    redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+    redis.call('ZADD', KEYS[3], seq, ARGV[2])
+    redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
+    for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
+    return 1
+    """
+    # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end;
+    # ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl,
+    # ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of the events from now on.
+    # The status is written before the end event: a client that sees the end and then reads
+    # the run sees it finished. A deleted run is left deleted (returns 0).
+    FINISH_RUN = """
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+    redis.call('HSET', KEYS[3], 'status', ARGV[2], 'updated_at', ARGV[4])
+    if redis.call('EXISTS', KEYS[1]) == 1 then
+      if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('HSET', KEYS[1], 'status', ARGV[3]) end
+      redis.call('HSET', KEYS[1], 'updated_at', ARGV[4])
+    end
+    redis.call('XADD', KEYS[4], '*', 'e', ARGV[7], 'd', ARGV[6])
+    redis.call('XADD', KEYS[5], '*', 'd', ARGV[6])
+    for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+    redis.call('EXPIRE', KEYS[4], ARGV[8])
+    return 1
+    """
+
+    def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
+        self._client = client
+        self._ttl = ttl_seconds
+        self._create_thread = client.register_script(self.CREATE_THREAD)
+        self._update_thread = client.register_script(self.UPDATE_THREAD)
+        self._create_run = client.register_script(self.CREATE_RUN)
+        self._finish_run = client.register_script(self.FINISH_RUN)
+
+    async def ping(self) -> None:
+        await self._client.ping()
+
+    # -- threads --
+
+    async def create_thread(self, record: ThreadRecord) -> bool:
+        fields = [
+            "owner", record.owner,
+            "created_at", record.created_at,
+            "updated_at", record.updated_at,
+            "status", record.status,
+            "metadata", orjson.dumps(record.metadata),
+        ]  # fmt: skip
+        created = await self._create_thread(
+            keys=[thread_record_key(record.thread_id)], args=[self._ttl, *fields]
+        )
+        if created:
+            index = owner_threads_key(_owner_digest(record.owner))
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.zadd(index, {record.thread_id: _score(record.created_at)})
+                pipe.expire(index, self._ttl)
+                await pipe.execute()
+        return bool(created)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return _thread(thread_id, await self._client.hgetall(thread_record_key(thread_id)))
+
+    async def update_thread(self, thread_id: str, **fields: Any) -> None:
+        args: list[Any] = [self._ttl, "updated_at", now_iso()]
+        for name, value in fields.items():
+            args += [name, orjson.dumps(value) if name == "metadata" else value]
+        await self._update_thread(keys=[thread_record_key(thread_id)], args=args)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        record = await self.get_thread(thread_id)
+        run_ids = [_text(r) for r in await self._client.zrange(runs_index_key(thread_id), 0, -1)]
+        keys = [thread_record_key(thread_id), runs_index_key(thread_id), run_queue_key(thread_id)]
+        for run_id in run_ids:
+            keys += [
+                run_key(thread_id, run_id),
+                run_events_key(thread_id, run_id),
+                run_cancel_key(thread_id, run_id),
+                run_end_key(thread_id, run_id),
+                run_heartbeat_key(thread_id, run_id),
+            ]
+        await self._client.delete(*keys)
+        if record is not None:
+            await self._client.zrem(owner_threads_key(_owner_digest(record.owner)), thread_id)
+
+    async def threads_of(self, owner: str) -> list[ThreadRecord]:
+        index = owner_threads_key(_owner_digest(owner))
+        ids = [_text(t) for t in await self._client.zrevrange(index, 0, -1)]
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for thread_id in ids:
+                pipe.hgetall(thread_record_key(thread_id))
+            rows = await pipe.execute()
+        records, gone = [], []
+        for thread_id, row in zip(ids, rows, strict=True):
+            record = _thread(thread_id, row)
+            if record is None or record.owner != owner:
+                gone.append(thread_id)
+            else:
+                records.append(record)
+        if gone:  # expired or deleted threads: drop them from the index
+            await self._client.zrem(index, *gone)
+        return records
+
+    # -- runs --
+
+    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
+        keys = [
+            thread_record_key(run.thread_id),
+            runs_index_key(run.thread_id),
+            run_queue_key(run.thread_id),
+            run_key(run.thread_id, run.run_id),
+        ]
+        created = await self._create_run(
+            keys=keys,
+            args=[
+                1 if reject_if_busy else 0,
+                run.run_id,
+                _score(run.created_at),
+                self._ttl,
+                run.created_at,
+                *_run_fields(run),
+            ],
+        )
+        if created == -1:
+            raise KeyError(run.thread_id)
+        if created == 0:
+            raise RunRejected(run.thread_id)
+
+    async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        return _run(await self._client.hgetall(run_key(thread_id, run_id)))
+
+    async def runs_of(self, thread_id: str) -> list[RunRecord]:
+        ids = [_text(r) for r in await self._client.zrevrange(runs_index_key(thread_id), 0, -1)]
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for run_id in ids:
+                pipe.hgetall(run_key(thread_id, run_id))
+            rows = await pipe.execute()
+        return [run for row in rows if (run := _run(row)) is not None]
+
+    async def first_active_run(self, thread_id: str) -> str | None:
+        head = await self._client.zrange(run_queue_key(thread_id), 0, 0)
+        return _text(head[0]) if head else None
+
+    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None:
+        key = run_key(thread_id, run_id)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping={"status": status, "updated_at": now_iso()})
+            pipe.expire(key, self._ttl)
+            await pipe.execute()
+
+    async def finish_run(
+        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
+    ) -> None:
+        keys = [
+            thread_record_key(thread_id),
+            run_queue_key(thread_id),
+            run_key(thread_id, run_id),
+            run_events_key(thread_id, run_id),
+            run_end_key(thread_id, run_id),
+        ]
+        await self._finish_run(
+            keys=keys,
+            args=[
+                run_id,
+                status,
+                thread_status,
+                now_iso(),
+                self._ttl,
+                result,
+                END_EVENT,
+                min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
+            ],
+        )
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        await self._client.delete(
+            run_key(thread_id, run_id),
+            run_events_key(thread_id, run_id),
+            run_cancel_key(thread_id, run_id),
+            run_end_key(thread_id, run_id),
+            run_heartbeat_key(thread_id, run_id),
+        )
+        await self._client.zrem(runs_index_key(thread_id), run_id)
+
+    # -- events --
+
+    async def append_event(self, thread_id: str, run_id: str, event: str, data: bytes) -> str:
+        key = run_events_key(thread_id, run_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.xadd(key, {"e": event, "d": data})
+            pipe.expire(key, self._ttl)
+            entry_id, _ = await pipe.execute()
+        return _text(entry_id)
+
+    async def read_events(
+        self, thread_id: str, run_id: str, after: str | None, wait_seconds: float
+    ) -> list[RunEvent]:
+        key = run_events_key(thread_id, run_id)
+        block = int(min(wait_seconds, MAX_BLOCK_SECONDS) * 1000)
+        answer = await self._client.xread({key: after or "0-0"}, block=block or None)
+        if not answer:
+            return []
+        _, entries = answer[0]
+        return [RunEvent(_text(eid), _text(f[b"e"]), f[b"d"]) for eid, f in entries]
+
+    async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
+        # One blocking read on a stream that gets one entry, at the end: a joiner costs one
+        # command per run instead of one per event (and never transfers the events).
+        block = int(min(wait_seconds, MAX_BLOCK_SECONDS) * 1000)
+        answer = await self._client.xread(
+            {run_end_key(thread_id, run_id): "0-0"}, count=1, block=block or None
+        )
+        return answer[0][1][0][1][b"d"] if answer else None
+
+    # -- liveness --
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        await self._client.set(run_heartbeat_key(thread_id, run_id), 1, px=int(ttl_seconds * 1000))
+
+    async def alive(self, thread_id: str, run_id: str) -> bool:
+        return bool(await self._client.exists(run_heartbeat_key(thread_id, run_id)))
+
+    # -- cancel --
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> None:
+        key = run_cancel_key(thread_id, run_id)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, 1)
+            pipe.expire(key, self._ttl)
+            await pipe.execute()
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+        # Polled, not BLPOPed: a run ends by cancelling this wait, and cancelling a blocking
+        # command makes redis-py drop its connection (a reconnect per run). A cancel is seen
+        # within CANCEL_POLL_SECONDS.
+        key = run_cancel_key(thread_id, run_id)
+        while not await self._client.exists(key):  # noqa: ASYNC110 (the state is in Redis)
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+
+
+def _score(iso: str) -> int:
+    """Microseconds since the epoch: the sort order of runs and threads (ms would tie)."""
+    return int(datetime.fromisoformat(iso).timestamp() * 1_000_000)
+
+
+def _run_fields(run: RunRecord) -> list[Any]:
+    return [
+        "run_id", run.run_id,
+        "thread_id", run.thread_id,
+        "owner", run.owner,
+        "assistant_id", run.assistant_id,
+        "created_at", run.created_at,
+        "updated_at", run.updated_at,
+        "status", run.status,
+        "metadata", orjson.dumps(run.metadata),
+        "multitask_strategy", run.multitask_strategy,
+        "kwargs", orjson.dumps(run.kwargs),
+    ]  # fmt: skip
+
+
+def _thread(thread_id: str, row: dict[bytes, bytes]) -> ThreadRecord | None:
+    if not row or b"owner" not in row:
+        return None
+    return ThreadRecord(
+        thread_id=thread_id,
+        owner=row[b"owner"].decode(),
+        created_at=row[b"created_at"].decode(),
+        updated_at=row[b"updated_at"].decode(),
+        metadata=orjson.loads(row[b"metadata"]),
+        status=row[b"status"].decode(),
+    )
+
+
+def _run(row: dict[bytes, bytes]) -> RunRecord | None:
+    if not row or b"run_id" not in row:
+        return None
+    text = {k.decode(): v for k, v in row.items()}
+    return RunRecord(
+        run_id=text["run_id"].decode(),
+        thread_id=text["thread_id"].decode(),
+        owner=text["owner"].decode(),
+        assistant_id=text["assistant_id"].decode(),
+        created_at=text["created_at"].decode(),
+        updated_at=text["updated_at"].decode(),
+        status=text["status"].decode(),
+        metadata=orjson.loads(text["metadata"]),
+        multitask_strategy=text["multitask_strategy"].decode(),
+        kwargs=orjson.loads(text["kwargs"]),
+    )

@@ -1,0 +1,617 @@
+"""Runs of the LangGraph API: created on any replica, executed under the thread's turn lease,
+their events in the record store so any replica streams or joins them.
+
+A run's life: :meth:`Runs.create` checks the assistant, the thread and the input, stores the
+run (pending, queued on its thread; refused at once with ``multitask_strategy=reject`` when the
+thread has an active run) and starts its executor in this process. The executor waits until
+its run heads the thread's queue, takes the turn lease (whose fencing token goes to every
+checkpoint write, as for ``/v1`` turns), runs the graph and appends every stream part as an
+event; at the end it writes the run's status, the thread's status and the result in one step
+(:meth:`RecordStore.finish_run`). A cancel request (from any replica) reaches the executor
+through the store and cancels the graph run in its task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+from langgraph.types import Command, Send
+
+from threadline import metrics
+from threadline.checkpoint.errors import FencedError
+from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.runs import wire
+from threadline.runs.assistants import Assistant, Assistants, input_keys
+from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.runs.records import (
+    ACTIVE_RUN_STATUSES,
+    END_EVENT,
+    RecordStore,
+    RunEvent,
+    RunRecord,
+    RunRejected,
+    now_iso,
+)
+from threadline.runs.threads import OWNER_KEY, Threads, thread_config
+
+log = logging.getLogger(__name__)
+
+# Stream modes a client may ask for; "messages-tuple" and "messages" both come from LangGraph's
+# "messages" mode, "events" from astream_events.
+STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "debug",
+    "events",
+    "checkpoints",
+    "tasks",
+)
+# Between two looks at the thread's queue while an enqueued run waits its turn.
+QUEUE_POLL_SECONDS = 0.05
+# A stateless run's thread is deleted this long after the run ends, so its creator can still
+# read the result; should this process die first, the records' TTL collects it.
+STATELESS_GRACE_SECONDS = 60.0
+
+
+class _RunGone(Exception):
+    """The run was deleted (with its thread) before it started."""
+
+
+class Runs:
+    """Create, execute, join, stream, cancel and list runs.
+
+    Args:
+        threads: the threads layer (owner checks, state).
+        assistants: the served graphs.
+        records: the record store.
+        lease: the turn lease shared with ``/v1`` turns.
+    """
+
+    def __init__(
+        self,
+        threads: Threads,
+        assistants: Assistants,
+        records: RecordStore,
+        lease: TurnLease,
+        heartbeat_seconds: float = 10.0,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        self.heartbeat_seconds = heartbeat_seconds
+        self.timeout_seconds = timeout_seconds
+        self.threads = threads
+        self.assistants = assistants
+        self.records = records
+        self.lease = lease
+        self._tasks: set[asyncio.Task] = set()
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    # -- create --
+
+    async def create(self, principal: str, thread_id: str | None, payload: dict[str, Any]) -> RunRecord:
+        """Store a run and start executing it; returns its record (``pending``).
+
+        ``payload`` holds the body fields of the SDK's ``runs.create/stream/wait`` (already
+        type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
+
+        Raises:
+            NotFound: assistant, thread (``if_not_exists=reject``) or checkpoint.
+            Invalid: input that does not fit the graph, input and command together.
+            Conflict: busy thread with ``multitask_strategy=reject``; ``command.resume`` on a
+                thread with no interrupt.
+        """
+        assistant = self.assistants.get(payload["assistant_id"])
+        _check_input(assistant, payload)
+        if payload.get("multitask_strategy") == "rollback":
+            # Refused rather than run as another strategy: a client asking for rollback expects
+            # the active run's checkpoints gone, which this release does not do yet.
+            raise Invalid("multitask_strategy: rollback is not supported yet; use interrupt or enqueue")
+        stateless = thread_id is None
+        if stateless:
+            thread_id = str(uuid.uuid4())
+            metadata = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+            await self.threads.create(principal, thread_id, metadata)
+        else:
+            try:
+                record = await self.threads.record(principal, thread_id)
+            except NotFound:
+                if payload.get("if_not_exists") != "create":
+                    raise
+                await self.threads.create(principal, thread_id, {})
+                record = await self.threads.record(principal, thread_id)
+            if "graph_id" not in record.metadata:
+                record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
+                await self.records.update_thread(thread_id, metadata=record.metadata)
+            await self._check_resume(assistant, thread_id, payload)
+        strategy = payload.get("multitask_strategy") or "enqueue"
+        now = now_iso()
+        run = RunRecord(
+            run_id=str(uuid.uuid4()),
+            thread_id=thread_id,
+            owner=principal,
+            assistant_id=assistant.assistant_id,
+            created_at=now,
+            updated_at=now,
+            status="pending",
+            metadata=dict(payload.get("metadata") or {}),
+            multitask_strategy=strategy,
+            kwargs={k: v for k, v in payload.items() if k not in ("metadata", "assistant_id")}
+            | {"stateless": stateless},
+        )
+        if strategy == "interrupt":
+            # Cancel what runs now; this run queues behind it and starts once it has stopped.
+            for other in await self.records.runs_of(thread_id):
+                if other.status in ACTIVE_RUN_STATUSES:
+                    await self.records.request_cancel(thread_id, other.run_id)
+        # Alive before it is queued: nobody may take it for an orphan before its executor starts.
+        await self.records.beat(thread_id, run.run_id, self.heartbeat_seconds)
+        try:
+            await self.records.create_run(run, reject_if_busy=strategy == "reject")
+        except RunRejected:
+            raise Conflict(
+                "thread_busy", "the thread has a pending or running run (multitask_strategy=reject)"
+            ) from None
+        except KeyError:
+            raise NotFound("thread") from None
+        self._start(run, assistant)
+        return run
+
+    async def _check_resume(self, assistant: Assistant, thread_id: str, payload: dict[str, Any]) -> None:
+        command = payload.get("command") or {}
+        if command.get("resume") is None:
+            if payload.get("checkpoint_id") or (payload.get("checkpoint") or {}).get("checkpoint_id"):
+                checkpoint = payload.get("checkpoint") or {"checkpoint_id": payload["checkpoint_id"]}
+                saved = await assistant.graph.checkpointer.aget_tuple(thread_config(thread_id, checkpoint))
+                if saved is None:
+                    raise NotFound("checkpoint")
+            return
+        state = await assistant.graph.aget_state(thread_config(thread_id))
+        if not state.interrupts:
+            raise Conflict("no_interrupt", "command.resume: the thread is not waiting at an interrupt")
+
+    # -- execute --
+
+    def _start(self, run: RunRecord, assistant: Assistant) -> None:
+        task = asyncio.create_task(self._execute(run, assistant), name=f"run-{run.run_id}")
+        self._tasks.add(task)
+        self.idle.clear()
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not self._tasks:
+                self.idle.set()
+
+        task.add_done_callback(done)
+
+    async def _execute(self, run: RunRecord, assistant: Assistant) -> None:
+        """Run to the end or until cancelled; always finishes the run's records."""
+        body = asyncio.create_task(self._run_in_turn(run, assistant), name=f"run-body-{run.run_id}")
+        cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
+        heart = asyncio.create_task(self._keep_beating(run))
+        status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
+        gone = False
+        try:
+            await asyncio.wait({body, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            if not body.done():
+                body.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await body
+                status, thread_status, result = await self._cancelled(run, assistant)
+            else:
+                status, thread_status, result = body.result()
+        except _RunGone:  # its thread was deleted while it waited: nothing left to record
+            gone = True
+        except asyncio.CancelledError:  # this process is stopping
+            body.cancel()
+            status = "interrupted"
+            thread_status, result = (
+                "idle",
+                wire.dumps({"__error__": {"error": "Cancelled", "message": "the replica stopped"}}),
+            )
+            raise
+        except Exception as exc:
+            log.exception("run failed outside the graph", extra={"run_id": run.run_id})
+            error = wire.error_body(exc)
+            with contextlib.suppress(Exception):
+                await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+            result = wire.dumps({"__error__": error})
+        finally:
+            cancel.cancel()
+            heart.cancel()
+            if not gone:
+                # Shielded: the records must say the run ended even when this task is cancelled.
+                await asyncio.shield(self._finish(run, status, thread_status, result))
+                metrics.RUNS.labels(status).inc()
+
+    async def _keep_beating(self, run: RunRecord) -> None:
+        """Renew the run's heartbeat every third of its TTL while this executor lives; a run
+        whose heartbeat lapses is an orphan (its replica died) and is ended by whoever waits
+        for it (:meth:`_end_orphan`)."""
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds / 3)
+            try:
+                await self.records.beat(run.thread_id, run.run_id, self.heartbeat_seconds)
+            except Exception as exc:  # the store is away: the next beat may get through
+                log.warning("run heartbeat failed", extra={"run_id": run.run_id, "error": type(exc).__name__})
+
+    async def _end_orphan(self, thread_id: str, run_id: str) -> bool:
+        """End a pending or running run whose executor is gone; True if it was one.
+
+        Any replica may do this (a waiter on the thread's queue, a joiner); two doing it at once
+        leave the same final status, and readers stop at the first end event.
+        """
+        if await self.records.alive(thread_id, run_id):
+            return False
+        run = await self.records.get_run(thread_id, run_id)
+        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+            return False
+        log.warning("ending a run whose replica stopped", extra={"run_id": run_id, "thread_id": thread_id})
+        error = {"error": "ReplicaLost", "message": "the replica running this run stopped; run it again"}
+        await self.records.append_event(thread_id, run_id, "error", wire.dumps(error))
+        await self.records.finish_run(thread_id, run_id, "error", "error", wire.dumps({"__error__": error}))
+        metrics.RUNS.labels("error").inc()
+        return True
+
+    async def _finish(self, run: RunRecord, status: str, thread_status: str, result: bytes) -> None:
+        try:
+            await self.records.finish_run(run.thread_id, run.run_id, status, thread_status, result)
+        except Exception as exc:  # the store is away; the run's TTL ends the record
+            log.warning(
+                "could not record the end of a run", extra={"run_id": run.run_id, "error": type(exc).__name__}
+            )
+            return
+        if run.kwargs.get("stateless") and run.kwargs.get("on_completion", "delete") == "delete":
+            asyncio.get_running_loop().call_later(
+                STATELESS_GRACE_SECONDS, lambda: asyncio.ensure_future(self._drop_thread(run.thread_id))
+            )
+
+    async def _drop_thread(self, thread_id: str) -> None:
+        with contextlib.suppress(Exception):
+            async with self.lease.hold(thread_id):
+                await self.threads.checkpointer.adelete_thread(thread_id)
+                await self.records.delete_thread(thread_id)
+
+    async def _cancelled(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
+        error = {"error": "UserInterrupt", "message": "the run was cancelled"}
+        with contextlib.suppress(Exception):
+            await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+        # The run stopped mid-step: its unfinished step is not an interrupt the client must
+        # answer, so the thread is idle unless it already waited at one.
+        state = await assistant.graph.aget_state(thread_config(run.thread_id))
+        status = "interrupted" if state.interrupts else "idle"
+        return "interrupted", status, wire.dumps({"__error__": error})
+
+    async def _run_in_turn(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
+        """Wait for the run's turn (head of the queue, then the lease), run it, and return
+        ``(run status, thread status, result)``."""
+        delay = QUEUE_POLL_SECONDS
+        while (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
+            if head is None:  # deleted meanwhile (its thread was deleted)
+                raise _RunGone(run.run_id)
+            if await self._end_orphan(run.thread_id, head):
+                continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        while True:
+            try:
+                async with self.lease.hold(run.thread_id) as held:
+                    await self.records.set_run_status(run.thread_id, run.run_id, "running")
+                    return await self._run_graph(run, assistant, held)
+            except LeaseBusy:
+                continue  # a /v1 turn on this thread: wait for it
+
+    async def _run_graph(
+        self, run: RunRecord, assistant: Assistant, held: HeldLease
+    ) -> tuple[str, str, bytes]:
+        kwargs = run.kwargs
+        graph = assistant.graph
+        config = _run_config(run, assistant, held.token)
+        requested = list(kwargs.get("stream_mode") or ["values"])
+        emit = _Emitter(self.records, run, requested)
+        await emit("metadata", {"run_id": run.run_id, "attempt": 1})
+        graph_input = _graph_input(kwargs)
+        deadline = asyncio.timeout(self.timeout_seconds)
+        try:
+            try:
+                async with deadline:
+                    async for part in _stream(graph, graph_input, config, kwargs, requested):
+                        if held.lost.is_set():
+                            raise FencedError(run.thread_id)
+                        await emit.part(*part)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the graph's own TimeoutError: an error like any other
+                # Ran longer than allowed: stopped like a cancel (what was checkpointed stays).
+                error = {
+                    "error": "TimeoutError",
+                    "message": f"the run took longer than {self.timeout_seconds:g} s",
+                }
+                await emit("error", error)
+                return (
+                    "timeout",
+                    "interrupted" if emit.interrupts else "idle",
+                    wire.dumps({"__error__": error}),
+                )
+        except FencedError:
+            error = {
+                "error": "LeaseLost",
+                "message": "the run lost its thread's lease; nothing more was stored",
+            }
+            await emit("error", error)
+            return "error", "error", wire.dumps({"__error__": error})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning(
+                "run raised", extra={"run_id": run.run_id, "error": type(exc).__name__}, exc_info=True
+            )
+            error = wire.error_body(exc)
+            await emit("error", error)
+            return "error", "error", wire.dumps({"__error__": error})
+        if emit.last_values is None:  # no step ran: nothing streamed, read what is stored
+            state = await graph.aget_state(thread_config(run.thread_id))
+            values, interrupts, paused = state.values, list(state.interrupts), bool(state.next)
+        else:
+            # The stream already said it all: the last values, and an "__interrupt__" update at
+            # an interrupt or a breakpoint (empty then). Saves a state read per run.
+            values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
+        result = dict(values) if isinstance(values, dict) else {"__root__": values}
+        if interrupts:
+            result["__interrupt__"] = [wire.interrupt_dict(i) for i in interrupts]
+        return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
+
+    # -- read --
+
+    async def get(self, principal: str, thread_id: str, run_id: str) -> RunRecord:
+        """Raises NotFound: no such run on a thread of the principal."""
+        await self.threads.record(principal, thread_id)
+        run = await self.records.get_run(thread_id, run_id)
+        if run is None or run.owner != principal:
+            raise NotFound("run")
+        return run
+
+    async def list(
+        self, principal: str, thread_id: str, limit: int = 10, offset: int = 0, status: str | None = None
+    ) -> list[RunRecord]:
+        await self.threads.record(principal, thread_id)
+        runs = [r for r in await self.records.runs_of(thread_id) if status is None or r.status == status]
+        return runs[offset : offset + limit]
+
+    async def join(self, principal: str, thread_id: str, run_id: str, check: bool = True) -> bytes:
+        """Wait for the run to end; its result (final values, ``__interrupt__``, ``__error__``).
+        ``check=False`` skips the owner check, for the caller that just created the run."""
+        if check:
+            await self.get(principal, thread_id, run_id)
+        while True:
+            result = await self.records.result(thread_id, run_id, 4.0)
+            if result is not None:
+                return result
+            if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
+                raise NotFound("run")
+            await self._end_orphan(thread_id, run_id)
+
+    async def events(
+        self,
+        principal: str,
+        thread_id: str,
+        run_id: str,
+        after: str | None = None,
+        stream_modes: list[str] | None = None,
+        check: bool = True,
+    ) -> AsyncIterator[RunEvent]:
+        """The run's events after id ``after`` (from the first when None) until it ends, as
+        they come; only the modes in ``stream_modes`` (and metadata/error) when given."""
+        if check:
+            await self.get(principal, thread_id, run_id)
+        wanted = set(stream_modes or ())
+        if "messages" in wanted:
+            wanted |= {"messages/partial", "messages/complete", "messages/metadata"}
+        while True:
+            events = await self.records.read_events(thread_id, run_id, after, 4.0)
+            if not events:
+                if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
+                    return
+                await self._end_orphan(thread_id, run_id)
+            for event in events:
+                if event.event == END_EVENT:
+                    return
+                after = event.id
+                mode = event.event.split("|", 1)[0]
+                if not wanted or mode in wanted or mode in ("metadata", "error"):
+                    yield event
+
+    async def cancel(self, principal: str, thread_id: str, run_id: str) -> RunRecord:
+        """Ask the run's executor (on whichever replica) to stop; an ended run is left as is."""
+        run = await self.get(principal, thread_id, run_id)
+        if run.status in ACTIVE_RUN_STATUSES:
+            await self.records.request_cancel(thread_id, run_id)
+        return run
+
+    async def delete(self, principal: str, thread_id: str, run_id: str) -> None:
+        """Raises Conflict: the run is still pending or running (cancel it first)."""
+        run = await self.get(principal, thread_id, run_id)
+        if run.status in ACTIVE_RUN_STATUSES:
+            raise Conflict("run_active", "the run is pending or running; cancel it first")
+        await self.records.delete_run(thread_id, run_id)
+
+    async def aclose(self) -> None:
+        """Cancel the executors still running (at shutdown, after the drain)."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+
+
+def run_dict(run: RunRecord) -> dict[str, Any]:
+    """The API's ``Run``."""
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "status": run.status,
+        "metadata": run.metadata,
+        "multitask_strategy": run.multitask_strategy,
+        "kwargs": {k: v for k, v in run.kwargs.items() if k != "stateless"},
+    }
+
+
+def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
+    for field in ("interrupt_before", "interrupt_after"):
+        nodes = payload.get(field)
+        if isinstance(nodes, list) and (unknown := sorted(set(nodes) - set(assistant.graph.nodes))):
+            raise Invalid(f"{field}: {unknown} are not nodes of graph {assistant.graph_id!r}")
+    graph_input, command = payload.get("input"), payload.get("command")
+    if graph_input is not None and command is not None:
+        raise Invalid("send either input or command, not both")
+    if graph_input is None:
+        return
+    channels = input_keys(assistant.graph)
+    if channels is None:
+        return  # a graph whose input is one value: any JSON value fits
+    if not isinstance(graph_input, dict):
+        raise Invalid(f"input: graph {assistant.graph_id!r} takes an object with keys {sorted(channels)}")
+    unknown = sorted(set(graph_input) - set(channels))
+    if unknown:
+        graph_id = assistant.graph_id
+        raise Invalid(
+            f"input: {unknown} are not input keys of graph {graph_id!r} (it takes {sorted(channels)})"
+        )
+
+
+def _graph_input(kwargs: dict[str, Any]) -> Any:
+    command = kwargs.get("command")
+    if not command:
+        return kwargs.get("input")
+    goto = command.get("goto")
+    if goto is not None and not isinstance(goto, list):
+        goto = [goto]
+    update = command.get("update")
+    if isinstance(update, list) and all(isinstance(u, list) and len(u) == 2 for u in update):
+        update = [tuple(u) for u in update]
+    return Command(
+        update=update,
+        goto=[g if isinstance(g, str) else Send(g["node"], g["input"]) for g in goto] if goto else (),
+        resume=command.get("resume"),
+    )
+
+
+def _run_config(run: RunRecord, assistant: Assistant, token: str | None) -> dict[str, Any]:
+    kwargs = run.kwargs
+    config = dict(kwargs.get("config") or {})
+    checkpoint = dict(kwargs.get("checkpoint") or {})
+    if kwargs.get("checkpoint_id"):
+        checkpoint["checkpoint_id"] = kwargs["checkpoint_id"]
+    configurable = {
+        **(config.get("configurable") or {}),
+        **thread_config(run.thread_id, checkpoint, token)["configurable"],
+    }
+    config["configurable"] = configurable
+    config["metadata"] = {
+        **(config.get("metadata") or {}),
+        **run.metadata,
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "graph_id": assistant.graph_id,
+        "assistant_id": assistant.assistant_id,
+        # In every checkpoint the run writes: the thread's owner survives a lost record.
+        OWNER_KEY: run.owner,
+    }
+    config["run_id"] = uuid.UUID(run.run_id)
+    return config
+
+
+async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> AsyncIterator[tuple]:
+    """``(namespace, mode, chunk)`` from the graph, plus ``((), "events", event)`` when the
+    client asked for ``events``."""
+    # Always values and updates: the run's result and whether it stopped come from them.
+    modes = {m for m in requested if m not in ("events", "messages-tuple", "messages")} | {
+        "updates",
+        "values",
+    }
+    if "messages" in requested or "messages-tuple" in requested:
+        modes.add("messages")
+    options: dict[str, Any] = {
+        "stream_mode": sorted(modes),
+        "subgraphs": True,
+        "interrupt_before": kwargs.get("interrupt_before"),
+        "interrupt_after": kwargs.get("interrupt_after"),
+        "durability": kwargs.get("durability") or "sync",
+    }
+    # Always a context, {} by default (an assistant's default, as langgraph-api passes it): a
+    # graph with a context schema then gets its defaults instead of None.
+    options["context"] = kwargs.get("context") or {}
+    subgraphs = bool(kwargs.get("stream_subgraphs"))
+    if "events" not in requested:
+        async for ns, mode, chunk in graph.astream(graph_input, config, **options):
+            if ns and not subgraphs:
+                continue
+            yield ns, mode, chunk
+        return
+    async for event in graph.astream_events(graph_input, config, version="v2", **options):
+        if event["event"] == "on_chain_stream" and event["run_id"] == str(config["run_id"]):
+            ns, mode, chunk = event["data"]["chunk"]
+            if not ns or subgraphs:
+                yield ns, mode, chunk
+        else:
+            yield (), "events", event
+
+
+class _Emitter:
+    """Turns graph stream parts into the API's events (names and payloads as langgraph-api's)
+    and appends them to the run's event log."""
+
+    def __init__(self, records: RecordStore, run: RunRecord, requested: list[str]) -> None:
+        self.records = records
+        self.run = run
+        self.requested = set(requested)
+        self.messages: dict[str, BaseMessageChunk] = {}
+        self.last_values: Any = None
+        self.interrupts: list[Any] = []
+        self.paused = False
+
+    async def __call__(self, event: str, data: Any) -> None:
+        await self.records.append_event(self.run.thread_id, self.run.run_id, event, wire.dumps(data))
+
+    async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
+        suffix = "|" + "|".join(ns) if ns else ""
+        if not ns and mode == "values":
+            self.last_values = chunk
+        elif not ns and mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
+            self.paused = True
+            self.interrupts.extend(chunk["__interrupt__"])
+        if mode == "messages":
+            if "messages-tuple" in self.requested:
+                await self(f"messages{suffix}", list(chunk))
+            if "messages" in self.requested:
+                await self._legacy_message(*chunk)
+        elif mode in self.requested:
+            await self(f"{mode}{suffix}", chunk)
+        elif mode == "updates" and isinstance(chunk, dict) and chunk.get("__interrupt__"):
+            # Clients that did not ask for updates still learn of the interrupt (langgraph-api).
+            await self(f"values{suffix}", chunk)
+
+    async def _legacy_message(self, message: Any, meta: dict[str, Any]) -> None:
+        """``messages`` mode as the SDK's v1 shape: metadata once per message, then the
+        message so far (``partial``) or whole (``complete``)."""
+        key = message.id or ""
+        if key in self.messages and isinstance(message, BaseMessageChunk):
+            self.messages[key] = self.messages[key] + message
+        else:
+            self.messages[key] = message
+            await self("messages/metadata", {key: {"metadata": meta}})
+        whole = self.messages[key]
+        if isinstance(message, BaseMessageChunk):
+            await self("messages/partial", [message_chunk_to_message(whole)])
+        else:
+            await self("messages/complete", [whole])

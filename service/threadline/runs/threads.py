@@ -1,0 +1,363 @@
+"""Threads of the LangGraph API: records (owner, metadata, status) plus the graph's state.
+
+A thread's owner is its record's ``owner``. A thread made through ``/v1`` before this release
+has no record, only checkpoints whose state holds its ``owner``: the first API request that
+names it adopts it (writes the record), so it is visible and searchable from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import StateSnapshot
+
+from threadline.lease import TurnLease
+from threadline.runs import wire
+from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.runs.records import RecordStore, ThreadRecord, now_iso
+
+# Checkpoint metadata key naming the thread's owner (written by every run and state update).
+OWNER_KEY = "threadline_owner"
+
+
+def thread_config(thread_id: str, checkpoint: dict[str, Any] | None = None, token: str | None = None):
+    """The runnable config that addresses ``thread_id`` (at ``checkpoint``, when given)."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    for key in ("checkpoint_ns", "checkpoint_id", "checkpoint_map"):
+        if checkpoint and checkpoint.get(key) is not None:
+            configurable[key] = checkpoint[key]
+    if token is not None:
+        configurable["fencing_token"] = token
+    return {"configurable": configurable}
+
+
+def thread_status_of(state: StateSnapshot | None) -> str:
+    """``interrupted`` when the thread waits at an interrupt or a breakpoint, else ``idle``."""
+    if state is not None and (state.interrupts or state.next):
+        return "interrupted"
+    return "idle"
+
+
+def matches(subset: dict[str, Any] | None, values: dict[str, Any]) -> bool:
+    return not subset or all(values.get(k) == v for k, v in subset.items())
+
+
+class Threads:
+    """Create, read, search, copy and delete threads; read and update their state.
+
+    Args:
+        records: the record store.
+        assistants: the served graphs (a thread's state is read with its graph).
+        lease: the turn lease; every write to a thread's checkpoints happens under it.
+        checkpointer: the saver every graph was compiled with.
+    """
+
+    def __init__(
+        self,
+        records: RecordStore,
+        assistants: Assistants,
+        lease: TurnLease,
+        checkpointer: BaseCheckpointSaver,
+    ) -> None:
+        self.records = records
+        self.assistants = assistants
+        self.lease = lease
+        self.checkpointer = checkpointer
+
+    # -- records --
+
+    async def record(self, principal: str, thread_id: str) -> ThreadRecord:
+        """The thread's record if ``principal`` owns it (adopting a ``/v1`` thread).
+
+        Raises:
+            NotFound: no such thread, or another principal's.
+        """
+        record = await self.records.get_thread(thread_id)
+        if record is None:
+            record = await self._adopt(thread_id)
+        if record is None or record.owner != principal:
+            raise NotFound("thread")
+        return record
+
+    async def _adopt(self, thread_id: str) -> ThreadRecord | None:
+        """A record for a thread that has checkpoints but no record: made through ``/v1``
+        (owner in its state), or whose record was lost (a process-local record store after a
+        restart; the owner is in the checkpoint's metadata)."""
+        saved = await self.checkpointer.aget_tuple(thread_config(thread_id))
+        if saved is None:
+            return None
+        metadata = saved.metadata or {}
+        owner = metadata.get(OWNER_KEY) or saved.checkpoint["channel_values"].get("owner")
+        if not isinstance(owner, str):
+            return None
+        graph_id = metadata.get("graph_id") or "chat"
+        created = saved.checkpoint.get("ts") or now_iso()
+        record = ThreadRecord(thread_id, owner, created, now_iso(), {"graph_id": graph_id}, "idle")
+        record.status = thread_status_of(await self._state(record))
+        await self.records.create_thread(record)
+        return await self.records.get_thread(thread_id)
+
+    async def exists(self, thread_id: str) -> bool:
+        """A record or checkpoints exist under ``thread_id`` (anyone's)."""
+        if await self.records.get_thread(thread_id) is not None:
+            return True
+        return await self.checkpointer.aget_tuple(thread_config(thread_id)) is not None
+
+    async def create(
+        self,
+        principal: str,
+        thread_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        if_exists: str = "raise",
+    ) -> dict[str, Any]:
+        """A new thread (``if_exists``: ``raise`` → Conflict, ``do_nothing`` → the existing one).
+
+        Raises:
+            Conflict: the id is taken (by this principal with ``raise``, or by another).
+        """
+        thread_id = thread_id or str(uuid.uuid4())
+        now = now_iso()
+        record = ThreadRecord(thread_id, principal, now, now, dict(metadata or {}), "idle")
+        if not await self.exists(thread_id) and await self.records.create_thread(record):
+            return await self.as_dict(record)
+        try:
+            existing = await self.record(principal, thread_id)
+        except NotFound:
+            raise Conflict("thread_exists", "a thread with this id exists") from None
+        if if_exists == "do_nothing":
+            return await self.as_dict(existing)
+        raise Conflict("thread_exists", "a thread with this id exists")
+
+    async def get(self, principal: str, thread_id: str) -> dict[str, Any]:
+        return await self.as_dict(await self.record(principal, thread_id))
+
+    async def update(self, principal: str, thread_id: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
+        """Merge ``metadata`` into the thread's."""
+        record = await self.record(principal, thread_id)
+        if metadata:
+            record.metadata.update(metadata)
+            await self.records.update_thread(thread_id, metadata=record.metadata)
+        return await self.get(principal, thread_id)
+
+    async def delete(self, principal: str, thread_id: str) -> None:
+        """The thread, its checkpoints, runs and events are gone. Under the lease, so no run is
+        half-way through writing it."""
+        await self.record(principal, thread_id)
+        async with self.lease.hold(thread_id):
+            await self.checkpointer.adelete_thread(thread_id)
+            await self.records.delete_thread(thread_id)
+
+    async def search(
+        self,
+        principal: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        values: dict[str, Any] | None = None,
+        ids: list[str] | None = None,
+        status: str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        sort_by: str = "created_at",
+        sort_order: str = "desc",
+    ) -> list[dict[str, Any]]:
+        """The principal's threads that match every filter (never another principal's)."""
+        found = await self._filtered(principal, metadata, ids, status)
+        found.sort(key=lambda r: getattr(r, sort_by), reverse=sort_order == "desc")
+        if values:
+            states = await asyncio.gather(*(self._state(r) for r in found))
+            found = [r for r, s in zip(found, states, strict=True) if s and matches(values, s.values)]
+        page = found[offset : offset + limit]
+        return list(await asyncio.gather(*(self.as_dict(r) for r in page)))
+
+    async def count(
+        self,
+        principal: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        values: dict[str, Any] | None = None,
+        status: str | None = None,
+    ) -> int:
+        return len(await self.search(principal, metadata=metadata, values=values, status=status, limit=10**9))
+
+    async def _filtered(
+        self, principal: str, metadata: dict[str, Any] | None, ids: list[str] | None, status: str | None
+    ) -> list[ThreadRecord]:
+        records = await self.records.threads_of(principal)
+        wanted = set(ids) if ids else None
+        return [
+            r
+            for r in records
+            if (wanted is None or r.thread_id in wanted)
+            and (status is None or r.status == status)
+            and matches(metadata, r.metadata)
+        ]
+
+    async def copy(self, principal: str, thread_id: str) -> dict[str, Any]:
+        """A new thread of the principal with the same metadata and checkpoint history."""
+        source = await self.record(principal, thread_id)
+        target = str(uuid.uuid4())
+        async with self.lease.hold(thread_id):
+            await copy_checkpoints(self.checkpointer, thread_id, target)
+        now = now_iso()
+        record = ThreadRecord(target, principal, now, now, dict(source.metadata), "idle")
+        await self.records.create_thread(record)
+        state = await self._state(record)
+        await self.records.update_thread(target, status=thread_status_of(state))
+        return await self.get(principal, target)
+
+    # -- state --
+
+    def assistant_of(self, record: ThreadRecord) -> Assistant:
+        return self.assistants.for_thread(record.metadata)
+
+    async def _state(
+        self, record: ThreadRecord, checkpoint: dict[str, Any] | None = None, subgraphs: bool = False
+    ) -> StateSnapshot | None:
+        graph = self.assistant_of(record).graph
+        state = await graph.aget_state(thread_config(record.thread_id, checkpoint), subgraphs=subgraphs)
+        # LangGraph answers a missing checkpoint with an empty snapshot (no creation time).
+        return state if state.created_at is not None else None
+
+    async def as_dict(self, record: ThreadRecord, state: StateSnapshot | None = None) -> dict[str, Any]:
+        """The API's ``Thread``: the record plus the current values and interrupts."""
+        state = state or await self._state(record)
+        return {
+            "thread_id": record.thread_id,
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
+            "metadata": record.metadata,
+            "status": record.status,
+            "values": state.values if state else {},
+            "interrupts": wire.interrupts_by_task(state) if state else {},
+            "config": {},
+        }
+
+    async def state(
+        self,
+        principal: str,
+        thread_id: str,
+        checkpoint: dict[str, Any] | None = None,
+        subgraphs: bool = False,
+    ) -> dict[str, Any]:
+        """The thread's state (at ``checkpoint``, when given) as the API's ``ThreadState``.
+
+        Raises:
+            NotFound: no such thread, or no such checkpoint.
+        """
+        record = await self.record(principal, thread_id)
+        state = await self._state(record, checkpoint, subgraphs)
+        if state is None:
+            if checkpoint and checkpoint.get("checkpoint_id"):
+                raise NotFound("checkpoint")
+            return _empty_state(thread_id)
+        return wire.snapshot_dict(state)
+
+    async def update_state(
+        self,
+        principal: str,
+        thread_id: str,
+        values: Any,
+        as_node: str | None = None,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Write ``values`` as if ``as_node`` had (a new checkpoint), under the lease.
+
+        Raises:
+            NotFound: thread or checkpoint; Invalid: ``as_node`` is not a node of the graph.
+        """
+        record = await self.record(principal, thread_id)
+        graph = self.assistant_of(record).graph
+        if as_node is not None and as_node not in graph.nodes:
+            raise Invalid(
+                f"as_node: {as_node!r} is not a node of graph {self.assistant_of(record).graph_id!r}"
+            )
+        if checkpoint and checkpoint.get("checkpoint_id") and await self._state(record, checkpoint) is None:
+            raise NotFound("checkpoint")
+        async with self.lease.hold(thread_id) as held:
+            try:
+                config = thread_config(thread_id, checkpoint, held.token)
+                config["metadata"] = {OWNER_KEY: principal, "graph_id": self.assistant_of(record).graph_id}
+                written = await graph.aupdate_state(config, values, as_node=as_node)
+            except (ValueError, TypeError, KeyError, InvalidUpdateError) as exc:
+                # LangGraph's refusal of an update that does not fit the graph (unknown node,
+                # ambiguous writer, bad channel): the caller's mistake, nothing was written.
+                raise Invalid(f"values do not fit the graph: {exc}") from None
+            state = await graph.aget_state(thread_config(thread_id))
+        await self.records.update_thread(thread_id, status=thread_status_of(state))
+        return {"checkpoint": wire.checkpoint_of(written)}
+
+    async def history(
+        self,
+        principal: str,
+        thread_id: str,
+        limit: int = 10,
+        before: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The thread's states, newest first."""
+        record = await self.record(principal, thread_id)
+        graph = self.assistant_of(record).graph
+        states = []
+        async for state in graph.aget_state_history(
+            thread_config(thread_id, checkpoint),
+            limit=limit,
+            before=thread_config(thread_id, before) if before else None,
+            filter=metadata or None,
+        ):
+            states.append(wire.snapshot_dict(state))
+        return states
+
+
+def _empty_state(thread_id: str) -> dict[str, Any]:
+    return {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "metadata": {},
+        "created_at": None,
+        "checkpoint": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": None,
+            "checkpoint_map": {},
+        },
+        "parent_checkpoint": None,
+        "interrupts": [],
+        "checkpoint_id": None,
+        "parent_checkpoint_id": None,
+    }
+
+
+async def copy_checkpoints(saver: BaseCheckpointSaver, source: str, target: str) -> None:
+    """Every checkpoint and pending write of ``source`` into ``target``.
+
+    Uses the saver's own ``acopy_thread`` where it has one (the Redis saver: one script);
+    otherwise replays the history oldest first through ``aput``/``aput_writes``.
+    """
+    try:
+        await saver.acopy_thread(source, target)
+        return
+    except NotImplementedError:
+        pass
+    saved = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
+    for item in reversed(saved):
+        source_conf = item.config["configurable"]
+        parent_id = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        config = thread_config(target, {"checkpoint_ns": source_conf.get("checkpoint_ns", "")})
+        if parent_id:
+            config["configurable"]["checkpoint_id"] = parent_id
+        written = await saver.aput(
+            config, item.checkpoint, item.metadata, dict(item.checkpoint.get("channel_versions", {}))
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in item.pending_writes or []:
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(written, writes, task_id)

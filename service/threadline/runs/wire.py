@@ -1,0 +1,118 @@
+"""LangGraph values as the JSON the LangGraph API speaks: messages, interrupts, snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import deque
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+import orjson
+from langgraph.types import Interrupt, Send, StateSnapshot
+
+# Exceptions whose text is the graph author's own message (not a driver's, which could hold a
+# URL or a password): shown to the client. Every other error is reported by its type only.
+SHOWN_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, RuntimeError)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, Send):
+        return {"node": obj.node, "args": obj.arg}
+    if hasattr(obj, "model_dump") and not isinstance(obj, type):
+        return obj.model_dump()
+    if hasattr(obj, "_asdict") and not isinstance(obj, type):
+        return obj._asdict()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, (set, frozenset, deque, tuple)):
+        return list(obj)
+    if isinstance(obj, BaseException):
+        return error_body(obj)
+    if isinstance(obj, (uuid.UUID, Decimal)):
+        return str(obj)
+    if isinstance(obj, timedelta):
+        return obj.total_seconds()
+    if isinstance(obj, (datetime, date)):
+        return obj.isoformat()
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, bytes):
+        return obj.decode(errors="replace")
+    return repr(obj)  # never fail a stream on a value we cannot encode
+
+
+def dumps(value: Any) -> bytes:
+    """JSON bytes of ``value`` (messages, interrupts, snapshots …)."""
+    return orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+def loads(data: bytes) -> Any:
+    return orjson.loads(data)
+
+
+def error_body(exc: BaseException) -> dict[str, str]:
+    """``{"error": type, "message": …}``: the message only for :data:`SHOWN_ERRORS`."""
+    if isinstance(exc, SHOWN_ERRORS):
+        return {"error": type(exc).__name__, "message": str(exc)}
+    return {"error": type(exc).__name__, "message": "the run failed; see the replica's log"}
+
+
+def interrupt_dict(interrupt: Interrupt) -> dict[str, Any]:
+    return {"value": interrupt.value, "id": interrupt.id}
+
+
+def checkpoint_of(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The API's ``Checkpoint`` of a runnable config (None when it names no checkpoint)."""
+    configurable = (config or {}).get("configurable") or {}
+    if not configurable.get("checkpoint_id"):
+        return None
+    return {
+        "thread_id": configurable.get("thread_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+        "checkpoint_id": configurable["checkpoint_id"],
+        "checkpoint_map": configurable.get("checkpoint_map") or {},
+    }
+
+
+def snapshot_dict(state: StateSnapshot) -> dict[str, Any]:
+    """A ``StateSnapshot`` as the API's ``ThreadState``."""
+    checkpoint = checkpoint_of(state.config)
+    parent = checkpoint_of(state.parent_config)
+    return {
+        "values": state.values,
+        "next": list(state.next),
+        "tasks": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "path": list(task.path),
+                "error": None
+                if task.error is None
+                else error_body(task.error)
+                if isinstance(task.error, BaseException)
+                else str(task.error),
+                "interrupts": [interrupt_dict(i) for i in task.interrupts],
+                "checkpoint": task.state["configurable"]
+                if task.state is not None and not isinstance(task.state, StateSnapshot)
+                else None,
+                "state": snapshot_dict(task.state) if isinstance(task.state, StateSnapshot) else None,
+                "result": task.result,
+            }
+            for task in state.tasks
+        ],
+        "metadata": state.metadata or {},
+        "created_at": state.created_at,
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
+        "interrupts": [interrupt_dict(i) for i in state.interrupts],
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
+    }
+
+
+def interrupts_by_task(state: StateSnapshot) -> dict[str, list[dict[str, Any]]]:
+    """The thread's ``interrupts`` field: task id → its pending interrupts."""
+    return {t.id: [interrupt_dict(i) for i in t.interrupts] for t in state.tasks if t.interrupts}

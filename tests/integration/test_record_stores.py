@@ -1,0 +1,151 @@
+"""The record store contract, run against both implementations: Redis (a real server) and the
+in-process store of the single-process backends."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from threadline.redis_client import async_client
+from threadline.runs.records import (
+    END_EVENT,
+    LocalRecordStore,
+    RecordStore,
+    RunRecord,
+    RunRejected,
+    ThreadRecord,
+    now_iso,
+)
+from threadline.runs.records_redis import RedisRecordStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["redis", "local"])
+async def store(request, redis_server) -> AsyncIterator[RecordStore]:
+    if request.param == "local":
+        yield LocalRecordStore()
+        return
+    client = async_client(redis_server.url(5))
+    await client.flushdb()
+    yield RedisRecordStore(client, ttl_seconds=60)
+    await client.aclose()
+
+
+def thread(owner: str = "alice", **metadata) -> ThreadRecord:
+    now = now_iso()
+    return ThreadRecord(str(uuid.uuid4()), owner, now, now, dict(metadata))
+
+
+def run_on(thread_id: str, owner: str = "alice") -> RunRecord:
+    now = now_iso()
+    return RunRecord(
+        str(uuid.uuid4()), thread_id, owner, "a", now, now, "pending", {}, "enqueue", {"input": 1}
+    )
+
+
+async def test_threads_are_created_once_updated_listed_per_owner_and_deleted(store: RecordStore) -> None:
+    mine, other = thread(tag="x"), thread("bob")
+    assert await store.create_thread(mine) and await store.create_thread(other)
+    assert not await store.create_thread(mine)  # exists: not replaced
+    await store.update_thread(mine.thread_id, metadata={"tag": "y"}, status="interrupted")
+    got = await store.get_thread(mine.thread_id)
+    assert got is not None and got.metadata == {"tag": "y"} and got.status == "interrupted"
+    assert [t.thread_id for t in await store.threads_of("alice")] == [mine.thread_id]
+    run = run_on(mine.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    await store.delete_thread(mine.thread_id)
+    assert await store.get_thread(mine.thread_id) is None
+    assert await store.get_run(mine.thread_id, run.run_id) is None
+    assert await store.threads_of("alice") == []
+    # A late update or a run ending after the delete does not revive anything.
+    await store.update_thread(mine.thread_id, status="idle")
+    await store.finish_run(mine.thread_id, run.run_id, "success", "idle", b"{}")
+    assert await store.get_thread(mine.thread_id) is None
+    assert await store.get_run(mine.thread_id, run.run_id) is None
+    assert await store.result(mine.thread_id, run.run_id, 0) is None
+    assert await store.read_events(mine.thread_id, run.run_id, None, 0) == []
+
+
+async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_with_their_result(
+    store: RecordStore,
+) -> None:
+    t = thread()
+    await store.create_thread(t)
+    with pytest.raises(KeyError):
+        await store.create_run(run_on(str(uuid.uuid4())), reject_if_busy=False)
+    first, second = run_on(t.thread_id), run_on(t.thread_id)
+    await store.create_run(first, reject_if_busy=True)
+    with pytest.raises(RunRejected):
+        await store.create_run(run_on(t.thread_id), reject_if_busy=True)
+    await store.create_run(second, reject_if_busy=False)
+    assert (await store.get_thread(t.thread_id)).status == "busy"
+    assert await store.first_active_run(t.thread_id) == first.run_id
+    assert [r.run_id for r in await store.runs_of(t.thread_id)] == [second.run_id, first.run_id]
+
+    await store.set_run_status(t.thread_id, first.run_id, "running")
+    one = await store.append_event(t.thread_id, first.run_id, "values", b'{"a":1}')
+    two = await store.append_event(t.thread_id, first.run_id, "values", b'{"a":2}')
+    assert [e.id for e in await store.read_events(t.thread_id, first.run_id, None, 0)] == [one, two]
+    assert [e.data for e in await store.read_events(t.thread_id, first.run_id, one, 0)] == [b'{"a":2}']
+    assert await store.result(t.thread_id, first.run_id, 0.05) is None
+
+    await store.finish_run(t.thread_id, first.run_id, "success", "interrupted", b'{"done":1}')
+    assert (await store.get_run(t.thread_id, first.run_id)).status == "success"
+    assert await store.result(t.thread_id, first.run_id, 1) == b'{"done":1}'
+    events = await store.read_events(t.thread_id, first.run_id, two, 0)
+    assert [(e.event, e.data) for e in events] == [(END_EVENT, b'{"done":1}')]
+    # Another run is queued: the thread stays busy until the last one ends.
+    assert (await store.get_thread(t.thread_id)).status == "busy"
+    assert await store.first_active_run(t.thread_id) == second.run_id
+    await store.finish_run(t.thread_id, second.run_id, "error", "error", b"{}")
+    assert (await store.get_thread(t.thread_id)).status == "error"
+    assert await store.first_active_run(t.thread_id) is None
+
+
+async def test_a_reader_waits_for_events_and_the_end(store: RecordStore) -> None:
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    reader = asyncio.create_task(store.read_events(t.thread_id, run.run_id, None, 3))
+    joiner = asyncio.create_task(store.result(t.thread_id, run.run_id, 3))
+    await asyncio.sleep(0.1)
+    assert not reader.done() and not joiner.done()
+    await store.append_event(t.thread_id, run.run_id, "custom", b"1")
+    assert [e.event for e in await reader] == ["custom"]
+    await store.finish_run(t.thread_id, run.run_id, "success", "idle", b'{"ok":true}')
+    assert await joiner == b'{"ok":true}'
+
+
+async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    waiter = asyncio.create_task(store.wait_cancel(t.thread_id, run.run_id))
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    await store.request_cancel(t.thread_id, run.run_id)
+    await asyncio.wait_for(waiter, 2)
+
+
+async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server) -> None:
+    from threadline.redis_keys import run_end_key, run_events_key, run_key
+    from threadline.runs.records_redis import FINISHED_EVENTS_TTL_SECONDS
+
+    client = async_client(redis_server.url(6))
+    store = RedisRecordStore(client, ttl_seconds=FINISHED_EVENTS_TTL_SECONDS * 24)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    await store.append_event(t.thread_id, run.run_id, "values", b"{}")
+    await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}")
+    assert 0 < await client.ttl(run_events_key(t.thread_id, run.run_id)) <= FINISHED_EVENTS_TTL_SECONDS
+    assert await client.ttl(run_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
+    assert await client.ttl(run_end_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
+    await client.aclose()

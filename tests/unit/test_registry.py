@@ -1,0 +1,335 @@
+"""Graphs from langgraph.json: every form the LangGraph CLI accepts, and every refusal.
+
+The graphs are real LangGraph graphs written to real files and imported; they run on
+LangGraph's in-memory saver (a real checkpointer in this process).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadline.agent.builtin import BuiltinChatModel
+from threadline.agent.registry import CHAT, import_graphs, load_graphs, read_config
+from threadline.config import ConfigError, GraphSettings, load
+
+pytestmark = pytest.mark.unit
+
+# One node that adds 1 to `n`.
+GRAPH_MODULE = """
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class State(TypedDict):
+    n: int
+
+def inc(state: State) -> dict:
+    return {"n": state["n"] + 1}
+
+builder = StateGraph(State)
+builder.add_node("inc", inc)
+builder.add_edge(START, "inc")
+builder.add_edge("inc", END)
+graph = builder.compile()
+"""
+
+
+def write(directory: Path, name: str, body: str = "") -> Path:
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(GRAPH_MODULE + textwrap.dedent(body))
+    return path
+
+
+def config(directory: Path, graphs: dict, **extra: object) -> Path:
+    path = directory / "langgraph.json"
+    path.write_text(json.dumps({"graphs": graphs, **extra}))
+    return path
+
+
+def model() -> BuiltinChatModel:
+    return BuiltinChatModel()
+
+
+def refused(path: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_graphs(path, model(), InMemorySaver())
+    # No chained exception (its text could carry what the message leaves out) is shown.
+    error = caught.value
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+    message = str(caught.value)
+    assert message.startswith("LANGGRAPH_CONFIG: ")
+    return message
+
+
+async def run_twice(graph, saver: InMemorySaver) -> int:
+    """Run a counting graph twice on one thread; the second run must see the first's state."""
+    thread = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    await graph.ainvoke({"n": 1}, thread)
+    state = await graph.aget_state(thread)
+    assert state.values == {"n": 2}
+    assert saver.get_tuple(thread) is not None  # persisted in threadline's saver
+    return state.values["n"]
+
+
+# --- what is served ------------------------------------------------------------------------
+
+
+async def test_without_a_config_the_builtin_chat_graph_is_served() -> None:
+    saver = InMemorySaver()
+    graphs = load_graphs(None, model(), saver)
+    assert list(graphs) == [CHAT]
+    thread = {"configurable": {"thread_id": "t"}}
+    result = await graphs[CHAT].ainvoke({"messages": [HumanMessage("hi", id="m1")], "owner": "p"}, thread)
+    assert result["messages"][-1].content.startswith("turn 1 · history")
+    assert saver.get_tuple(thread) is not None
+
+
+async def test_a_relative_file_path_compiled_graph_gets_threadlines_checkpointer(tmp_path: Path) -> None:
+    write(tmp_path / "src", "agent.py")
+    saver = InMemorySaver()
+    graphs = load_graphs(config(tmp_path, {"counter": "./src/agent.py:graph"}), model(), saver)
+    assert list(graphs) == [CHAT, "counter"]
+    assert graphs["counter"].checkpointer is saver
+    assert graphs["counter"].name == "counter"  # an unnamed graph is named after its id
+    assert await run_twice(graphs["counter"], saver) == 2
+
+
+async def test_the_path_is_relative_to_the_json_file_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "project", "agent.py")
+    path = config(tmp_path / "project", {"counter": "./agent.py:graph"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert "counter" in load_graphs(Path("../project/langgraph.json"), model(), InMemorySaver())
+    assert read_config(path)["counter"].path == (tmp_path / "project" / "agent.py").resolve()
+
+
+async def test_a_state_graph_is_compiled_with_threadlines_checkpointer(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    saver = InMemorySaver()
+    graphs = load_graphs(config(tmp_path, {"built": "./agent.py:builder"}), model(), saver)
+    assert graphs["built"].checkpointer is saver
+    assert graphs["built"].name == "built"
+    assert await run_twice(graphs["built"], saver) == 2
+
+
+async def test_a_module_path_imports_from_a_local_dependency_directory(tmp_path: Path) -> None:
+    package = f"pkg_{uuid.uuid4().hex[:8]}"  # unique: sys.modules outlives the test
+    write(tmp_path / "src" / package, "graphs.py")
+    (tmp_path / "src" / package / "__init__.py").write_text("")
+    saver = InMemorySaver()
+    path = config(tmp_path, {"mod": f"{package}.graphs:graph"}, dependencies=["./src", "langchain-openai"])
+    graphs = load_graphs(path, model(), saver)
+    assert graphs["mod"].checkpointer is saver
+    assert await run_twice(graphs["mod"], saver) == 2
+
+
+async def test_the_dict_form_of_a_graph_entry(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    path = config(tmp_path, {"counter": {"path": "./agent.py:graph", "description": "counts"}})
+    assert read_config(path)["counter"].description == "counts"
+    assert "counter" in load_graphs(path, model(), InMemorySaver())
+
+
+async def test_two_graphs_of_one_file_import_it_once(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    graphs = import_graphs(config(tmp_path, {"a": "./agent.py:graph", "b": "./agent.py:builder"}))
+    # Both come from one module object: the compiled graph was built from that module's builder.
+    assert graphs["a"].builder is graphs["b"]
+
+
+# --- factories -----------------------------------------------------------------------------
+
+FACTORIES = """
+def make_bare():
+    return builder.compile()
+
+def make_with_config(config):
+    if config != {"configurable": {}}:  # what langgraph-api hands a factory: a RunnableConfig
+        raise TypeError("not a RunnableConfig")
+    return builder
+
+async def make_async(config):
+    return builder.compile()
+"""
+
+
+@pytest.mark.parametrize("factory", ["make_bare", "make_with_config", "make_async"])
+async def test_a_factory_is_called_once_and_its_graph_served(tmp_path: Path, factory: str) -> None:
+    write(tmp_path, "factories.py", FACTORIES)
+    saver = InMemorySaver()
+    graphs = load_graphs(config(tmp_path, {"made": f"./factories.py:{factory}"}), model(), saver)
+    assert graphs["made"].checkpointer is saver
+    assert await run_twice(graphs["made"], saver) == 2
+
+
+def test_an_async_factory_also_loads_outside_an_event_loop(tmp_path: Path) -> None:
+    write(tmp_path, "factories.py", FACTORIES)
+    assert "made" in load_graphs(
+        config(tmp_path, {"made": "./factories.py:make_async"}), model(), InMemorySaver()
+    )
+
+
+# --- chat kept or overridden ---------------------------------------------------------------
+
+
+async def test_chat_stays_beside_the_configured_graphs(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    graphs = load_graphs(config(tmp_path, {"counter": "./agent.py:graph"}), model(), InMemorySaver())
+    assert set(graphs) == {CHAT, "counter"}
+    assert "model" in graphs[CHAT].nodes  # the built-in one
+
+
+async def test_a_config_that_defines_chat_replaces_the_builtin_one(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    saver = InMemorySaver()
+    graphs = load_graphs(config(tmp_path, {CHAT: "./agent.py:graph"}), model(), saver)
+    assert list(graphs) == [CHAT]
+    assert "inc" in graphs[CHAT].nodes and "model" not in graphs[CHAT].nodes
+    assert await run_twice(graphs[CHAT], saver) == 2
+
+
+# --- refusals: each names the variable, the graph id and the cause ---------------------------
+
+
+def test_a_graph_compiled_with_its_own_checkpointer_is_refused(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "own.py",
+        """
+        from langgraph.checkpoint.memory import InMemorySaver
+        own = builder.compile(checkpointer=InMemorySaver())
+        async def make_own():
+            return builder.compile(checkpointer=InMemorySaver())
+        """,
+    )
+    message = refused(config(tmp_path, {"mine": "./own.py:own"}))
+    assert "'mine'" in message and "own checkpointer (InMemorySaver)" in message
+    message = refused(config(tmp_path, {"made": "./own.py:make_own"}))
+    assert "'made'" in message and "own checkpointer" in message
+
+
+def test_a_graph_compiled_with_checkpointer_false_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, "off.py", "off = builder.compile(checkpointer=False)\n")
+    message = refused(config(tmp_path, {"off": "./off.py:off"}))
+    assert "'off'" in message and "checkpointer=False" in message
+
+
+def test_a_graph_whose_import_fails_is_refused_with_the_missing_module(tmp_path: Path) -> None:
+    write(tmp_path, "broken.py", "import no_such_module_here\n")
+    message = refused(config(tmp_path, {"broken": "./broken.py:graph"}))
+    assert "graph 'broken' (./broken.py:graph)" in message
+    assert "ModuleNotFoundError" in message and "no_such_module_here" in message
+
+
+def test_a_module_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    message = refused(config(tmp_path, {"gone": "no_such_package.graphs:graph"}))
+    assert "'gone'" in message and "No module named 'no_such_package'" in message
+
+
+def test_a_syntax_error_is_refused_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("x = 1\ndef (:\n")
+    message = refused(config(tmp_path, {"bad": "./bad.py:graph"}))
+    assert "'bad'" in message and "SyntaxError" in message and "line 2" in message
+
+
+def test_a_missing_file_or_attribute_is_refused(tmp_path: Path) -> None:
+    assert "no such file" in refused(config(tmp_path, {"nofile": "./absent.py:graph"}))
+    write(tmp_path, "agent.py")
+    message = refused(config(tmp_path, {"noattr": "./agent.py:grahp"}))
+    assert "graph 'noattr' (./agent.py:grahp): 'grahp' is not defined there" in message
+
+
+def test_something_that_is_not_a_graph_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py", "NOT_A_GRAPH = 42\ndef make_none():\n    return None\n")
+    message = refused(config(tmp_path, {"n": "./agent.py:NOT_A_GRAPH"}))
+    assert "'n'" in message and "is a int, not a graph" in message
+    assert "is a NoneType" in refused(config(tmp_path, {"f": "./agent.py:make_none"}))
+
+
+def test_a_context_manager_factory_is_refused(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "agent.py",
+        """
+        import contextlib
+        @contextlib.asynccontextmanager
+        async def make_cm():
+            yield builder.compile()
+        """,
+    )
+    message = refused(config(tmp_path, {"cm": "./agent.py:make_cm"}))
+    assert "'cm'" in message and "context-manager" in message
+
+
+def test_a_failing_factory_is_named_without_its_message(tmp_path: Path) -> None:
+    secret = "sk-live-" + uuid.uuid4().hex
+    write(
+        tmp_path,
+        "agent.py",
+        f"""
+        def make_failing():
+            raise ValueError("bad key {secret}")
+        """,
+    )
+    message = refused(config(tmp_path, {"failing": "./agent.py:make_failing"}))
+    assert "'failing'" in message and "ValueError raised at agent.py:" in message
+    assert secret not in message and "bad key" not in message
+
+
+def test_a_factory_with_two_required_arguments_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py", "def make(a, b):\n    return graph\n")
+    assert "takes nothing or one RunnableConfig" in refused(config(tmp_path, {"two": "./agent.py:make"}))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "is not JSON (line 1"),
+        ("[]", "needs a non-empty `graphs` object"),
+        ('{"graphs": {}}', "needs a non-empty `graphs` object"),
+        ('{"graphs": {"x": "./agent.py"}}', "graph 'x': expected './file.py:attr'"),
+        ('{"graphs": {"x": 3}}', "graph 'x': expected './file.py:attr'"),
+        ('{"graphs": {"x": {"description": "no path"}}}', "graph 'x': expected"),
+        ('{"graphs": {"x": "./agent.ts:graph"}}', "graph 'x': only Python graphs (a .py file) are served"),
+    ],
+)
+def test_a_malformed_config_is_refused(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "langgraph.json"
+    path.write_text(content)
+    assert expected in refused(path)
+
+
+def test_a_missing_config_file_is_refused(tmp_path: Path) -> None:
+    assert "no such file" in refused(tmp_path / "langgraph.json")
+
+
+# --- the setting ---------------------------------------------------------------------------
+
+
+def test_langgraph_config_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LANGGRAPH_CONFIG", raising=False)
+    assert load(GraphSettings).config_path is None
+    monkeypatch.setenv("LANGGRAPH_CONFIG", "")
+    assert load(GraphSettings).config_path is None  # a chart's unset value
+    monkeypatch.setenv("LANGGRAPH_CONFIG", "/graphs/langgraph.json")
+    assert load(GraphSettings).config_path == Path("/graphs/langgraph.json")
+
+
+def test_the_env_of_a_langgraph_json_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "agent.py")
+    path = config(tmp_path, {"counter": "./agent.py:graph"}, env={"OPENAI_API_KEY": "sk-not-read"})
+    with caplog.at_level("WARNING", logger="threadline.agent.registry"):
+        assert "counter" in load_graphs(path, model(), InMemorySaver())
+    assert "`env` is ignored" in caplog.text and "sk-not-read" not in caplog.text

@@ -1,0 +1,72 @@
+"""The runs/threads layer in one process, without HTTP: LangGraph's in-memory saver, the
+in-process record store and lease (the single-process backends' pieces)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadline.agent.builtin import BuiltinChatModel, builtin_reply
+from threadline.agent.graph import build_graph
+from threadline.lease import LocalTurnLease
+from threadline.runs.assistants import Assistants
+from threadline.runs.errors import Conflict, NotFound
+from threadline.runs.records import LocalRecordStore
+from threadline.runs.runs import Runs
+from threadline.runs.threads import Threads
+
+pytestmark = pytest.mark.unit
+
+
+def layer(token_delay_ms: float = 0, timeout: float | None = None) -> Runs:
+    graph = build_graph(BuiltinChatModel(token_delay_ms=token_delay_ms), InMemorySaver())
+    assistants = Assistants({"chat": graph})
+    records, lease = LocalRecordStore(), LocalTurnLease(wait_seconds=5)
+    threads = Threads(records, assistants, lease, graph.checkpointer)
+    return Runs(threads, assistants, records, lease, timeout_seconds=timeout)
+
+
+def say(text: str, **extra) -> dict:
+    return {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": text}]}, **extra}
+
+
+async def test_runs_queue_on_a_thread_and_each_sees_the_one_before() -> None:
+    runs = layer()
+    thread = await runs.threads.create("alice")
+    tid = thread["thread_id"]
+    first = await runs.create("alice", tid, say("one"))
+    second = await runs.create("alice", tid, say("two"))
+    await runs.join("alice", tid, first.run_id)
+    result = orjson.loads(await runs.join("alice", tid, second.run_id))
+    contents = [m["content"] for m in result["messages"]]
+    assert contents[1] == builtin_reply(["one"], 1) and contents[3] == builtin_reply(contents[:3], 2)
+    with pytest.raises(NotFound):
+        await runs.get("bob", tid, first.run_id)
+
+
+async def test_a_run_longer_than_the_timeout_is_stopped_and_the_thread_moves_on() -> None:
+    runs = layer(token_delay_ms=200, timeout=0.3)  # 9 tokens at 200 ms: ~1.6 s
+    tid = (await runs.threads.create("alice"))["thread_id"]
+    run = await runs.create("alice", tid, say("slow", stream_mode=["messages-tuple"]))
+    result = orjson.loads(await runs.join("alice", tid, run.run_id))
+    assert result["__error__"]["error"] == "TimeoutError"
+    assert (await runs.get("alice", tid, run.run_id)).status == "timeout"
+    assert (await runs.threads.get("alice", tid))["status"] == "idle"
+    fast = await runs.create("alice", tid, say("fast"))  # no streaming: no token delay
+    assert "messages" in orjson.loads(await runs.join("alice", tid, fast.run_id))
+
+
+async def test_reject_while_busy_and_resume_without_an_interrupt_are_conflicts() -> None:
+    runs = layer(token_delay_ms=100)
+    tid = (await runs.threads.create("alice"))["thread_id"]
+    busy = await runs.create("alice", tid, say("long", stream_mode=["messages-tuple"]))
+    with pytest.raises(Conflict):
+        await runs.create("alice", tid, say("now", multitask_strategy="reject"))
+    await runs.join("alice", tid, busy.run_id)
+    with pytest.raises(Conflict):
+        await runs.create("alice", tid, {"assistant_id": "chat", "command": {"resume": "x"}})
+    await asyncio.sleep(0)
+    assert [r.status for r in await runs.list("alice", tid)] == ["success"]
