@@ -61,6 +61,8 @@ def thread_bytes_key(thread_id: str) -> str:
 def principal_threads_key(principal: str) -> str:
     """The ZSET of ``principal``'s live threads (quota ``QUOTA_THREADS_PER_PRINCIPAL``)."""
     return f"{PREFIX}:p:{{{principal}}}:threads"
+
+
 def thread_record_key(thread_id: str) -> str:
     """The LangGraph API record (owner, metadata, status) of ``thread_id``."""
     return f"{thread_tag(thread_id)}:thread"

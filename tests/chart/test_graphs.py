@@ -126,7 +126,7 @@ def smoke_args(docs) -> list[str]:
 
 
 def test_the_helm_test_makes_one_langgraph_api_run_on_chat() -> None:
-    args = smoke_args(rendered(None))
+    args = smoke_args(render("tests.generateKey=true"))
     assert args[:3] == ["smoke", "--url", "http://t-threadline:8080"]
     run = dict(zip(args[3::2], args[4::2], strict=True))
     assert run.keys() == {"--run-assistant", "--run-input", "--run-expect"}
@@ -149,8 +149,14 @@ def test_the_example_values_run_the_example_graph() -> None:
 
 
 def test_the_helm_test_run_can_be_turned_off() -> None:
-    assert smoke_args(render("tests.run.enabled=false")) == ["smoke", "--url", "http://t-threadline:8080"]
-    assert "--run-expect" not in smoke_args(render("tests.run.expectKey="))
+    off = render("tests.generateKey=true", "tests.run.enabled=false")
+    assert smoke_args(off) == ["smoke", "--url", "http://t-threadline:8080"]
+    assert "--run-expect" not in smoke_args(render("tests.generateKey=true", "tests.run.expectKey="))
+
+
+def test_without_a_test_key_the_helm_test_makes_no_run() -> None:
+    """No key, no run: the keyless smoke (adr/0006) checks readiness and a 401 only."""
+    assert smoke_args(rendered(None)) == ["smoke", "--url", "http://t-threadline:8080", "--no-key"]
 
 
 def test_the_run_input_must_be_a_json_object() -> None:

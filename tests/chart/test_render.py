@@ -281,7 +281,8 @@ def test_helm_test_with_an_existing_key_secret() -> None:
     docs = helm_template(sets=["tests.existingSecret=my-test-key"])
     assert "t-threadline-test" not in {s["metadata"]["name"] for s in objects(docs, "Secret")}
     (smoke,) = one(docs, "Pod")["spec"]["containers"]
-    assert smoke["args"] == ["smoke", "--url", "http://t-threadline:8080"]
+    assert smoke["args"][:3] == ["smoke", "--url", "http://t-threadline:8080"]
+    assert "--run-assistant" in smoke["args"] and "--no-key" not in smoke["args"]
     assert smoke["env"][0]["valueFrom"]["secretKeyRef"] == {
         "name": "my-test-key",
         "key": "THREADLINE_API_KEY",

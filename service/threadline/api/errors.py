@@ -94,6 +94,7 @@ def install(app: FastAPI) -> None:
     async def _quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
         err = quota_error(exc)
         return error_response(err.status, err.code, err.message)
+
     # The runs/threads layer writes these messages itself (never from stored data or a driver).
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
