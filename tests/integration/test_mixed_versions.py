@@ -51,7 +51,8 @@ def test_old_and_new_replicas_share_threads_without_corrupting_them(
 ) -> None:
     env = redis_env(redis_server, MODEL_TOKEN_DELAY_MS="20", TURN_LEASE_WAIT_SECONDS="10")
     old = start_replica({**env, "PYTHONPATH": str(old_service)}, "old")
-    new = start_replica(env, "new")
+    # The documented rolling update (ADR 0007): new replicas write format 1 until no old one runs.
+    new = start_replica({**env, "CHECKPOINT_REDIS_FORMAT": "1"}, "new")
     # The old replica really is the old code: it has no LangGraph API.
     assert httpx.get(f"{old.url}/ok").status_code == 404
     assert httpx.get(f"{new.url}/ok").status_code == 200
