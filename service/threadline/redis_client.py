@@ -4,16 +4,38 @@ The policy: connect within 2 s, a command answers within 5 s, one retry after 50
 pooled connection Redis dropped; every command threadline sends is safe to repeat), a health
 check on connections idle for 15 s. So a stopped Redis is an error within about a second and a
 paused one within ~10 s, never a hang; the callers turn those errors into 503 / not-ready.
+
+One URL, three topologies (:func:`threadline.urls.parse_redis_url`):
+
+- ``redis://`` — one Redis (``Redis.from_url``);
+- ``redis+sentinel://`` — ``Sentinel(...).master_for(service)``: every new connection asks the
+  sentinels where the primary is, and a connection to a demoted primary (``READONLY``) is
+  dropped, so the client follows the primary through a failover; until the sentinels promote
+  a replica (their ``down-after-milliseconds`` + an election, ~2 s measured) commands fail and
+  callers answer 503;
+- ``redis+cluster://`` — ``RedisCluster``: routes each command by its key's slot and refreshes
+  its slot map on ``MOVED`` or a connection error. threadline keeps every key of a thread in one
+  slot (the ``{thread_id}`` hash tag, :mod:`threadline.redis_keys`), so scripts and MULTI work.
+
+The same policy applies to the sentinels' and the cluster nodes' connections.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import PipelineCommand
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from threadline import urls
 from threadline.checkpoint.errors import StoreUnavailable
@@ -22,6 +44,9 @@ CONNECT_TIMEOUT = 2.0
 COMMAND_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 15
 RETRIES = 1
+
+AsyncClient = aioredis.Redis | AsyncRedisCluster
+SyncClient = redis.Redis | RedisCluster
 
 
 def _options() -> dict[str, object]:
@@ -37,30 +62,111 @@ def _backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=0.25, base=0.05)
 
 
-def async_client(url: str) -> aioredis.Redis:
-    """An asyncio client for ``url`` under the policy above; connects lazily."""
-    return aioredis.Redis.from_url(url, retry=AsyncRetry(_backoff(), retries=RETRIES), **_options())
+def _node_options(target: urls.RedisTarget) -> dict[str, Any]:
+    """Connection options of the Redis nodes (not the sentinels) for a non-``redis://`` URL."""
+    options: dict[str, Any] = {**_options(), "username": target.username, "password": target.password}
+    if target.tls:
+        options["ssl"] = True
+    return options
 
 
-def sync_client(url: str) -> redis.Redis:
+def _sentinel_options(target: urls.RedisTarget, sentinel_password: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": COMMAND_TIMEOUT,
+        "password": sentinel_password,
+    }
+    if target.tls:
+        options["ssl"] = True
+    return options
+
+
+def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
+    """An asyncio client for ``url`` (any of the three forms) under the policy above.
+
+    Connects lazily. ``sentinel_password`` (``REDIS_SENTINEL_PASSWORD``) is used only to talk
+    to the sentinels of a ``redis+sentinel://`` URL.
+    """
+    target = urls.parse_redis_url(url)
+    retry = AsyncRetry(_backoff(), retries=RETRIES)
+    if target.mode == "standalone":
+        return aioredis.Redis.from_url(url, retry=retry, **_options())
+    if target.mode == "sentinel":
+        sentinel = AsyncSentinel(
+            list(target.hosts),
+            sentinel_kwargs=_sentinel_options(target, sentinel_password),
+            retry=retry,
+            db=target.db,
+            **_node_options(target),
+        )
+        return sentinel.master_for(target.service_name)
+    return AsyncRedisCluster(
+        startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
+        retry=retry,
+        **_node_options(target),
+    )
+
+
+def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient:
     """A blocking client for ``url`` (the saver's sync driver) under the same policy."""
-    return redis.Redis.from_url(url, retry=Retry(_backoff(), retries=RETRIES), **_options())
+    target = urls.parse_redis_url(url)
+    retry = Retry(_backoff(), retries=RETRIES)
+    if target.mode == "standalone":
+        return redis.Redis.from_url(url, retry=retry, **_options())
+    if target.mode == "sentinel":
+        sentinel = Sentinel(
+            list(target.hosts),
+            sentinel_kwargs=_sentinel_options(target, sentinel_password),
+            retry=retry,
+            db=target.db,
+            **_node_options(target),
+        )
+        return sentinel.master_for(target.service_name)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in target.hosts],
+        retry=retry,
+        **_node_options(target),
+    )
 
 
-async def ping(url: str, *, backend: str) -> None:
-    """One ``PING`` on a short-lived connection (which also checks the password), so a down or
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (commands without a key need a node)."""
+    return isinstance(client, AsyncRedisCluster | RedisCluster)
+
+
+async def on_one_connection(client: AsyncClient, key: str, *commands: tuple[Any, ...]) -> list[Any]:
+    """Send ``commands`` back to back on one connection to the node that owns ``key``.
+
+    For commands whose meaning depends on the connection, like ``WAIT`` (it waits for the
+    replication of the writes made *on that connection*). Not a transaction. A reply that is
+    an error is returned as the exception, not raised.
+    """
+    if isinstance(client, AsyncRedisCluster):
+        await client.initialize()
+        node = client.get_node_from_key(key)
+        stack = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
+        await node.execute_pipeline(stack)
+        return [command.result for command in stack]
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return await pipe.execute(raise_on_error=False)
+
+
+async def ping(url: str, *, backend: str, sentinel_password: str | None = None) -> None:
+    """One ``PING`` on a short-lived client (which also checks the password), so a down or
     misaddressed Redis fails at open, not mid-turn.
 
     Raises:
         StoreUnavailable: no connection, a refused password, or a timeout; the message holds
             the redacted URL and the error's class name, never the password.
     """
-    client = aioredis.Redis.from_url(
-        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=COMMAND_TIMEOUT
-    )
+    client = async_client(url, sentinel_password=sentinel_password)
     try:
         await client.ping()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+    # RedisError covers a refused password and no master known to the sentinels; a cluster
+    # that cannot be mapped raises RedisClusterException (not a RedisError).
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}") from exc
     finally:
         await client.aclose()

@@ -56,7 +56,9 @@ class Stores:
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.checkpoint))
         lease: TurnLease
         if settings.checkpoint.backend in ("redis", "redis-stack"):
-            client = async_client(settings.checkpoint.redis_url)
+            client = async_client(
+                settings.checkpoint.redis_url, sentinel_password=settings.checkpoint.redis_sentinel_password
+            )
             stack.push_async_callback(client.aclose)
             lease = RedisTurnLease(
                 client,
@@ -69,7 +71,10 @@ class Stores:
         sessions: SessionStore
         if settings.session.backend == "redis":
             sessions = RedisSessionStore(
-                async_client(settings.session.redis_url), settings.session.ttl_seconds
+                async_client(
+                    settings.session.redis_url, sentinel_password=settings.session.redis_sentinel_password
+                ),
+                settings.session.ttl_seconds,
             )
         else:
             sessions = MemorySessionStore(settings.session.ttl_seconds)

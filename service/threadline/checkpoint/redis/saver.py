@@ -93,13 +93,22 @@ class Commands:
 
 
 @dataclass(frozen=True, slots=True)
+class Scan:
+    """Every key matching ``pattern``, on every master of a Cluster (SCAN; not for hot paths).
+
+    The driver sends back the list of keys (a key may repeat, as with SCAN)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True, slots=True)
 class Emit:
     """Hand one item to the caller of an iterating operation (``list``)."""
 
     value: Any
 
 
-Step = Script | Commands | Emit
+Step = Script | Commands | Scan | Emit
 Op = Generator[Step, Any, Any]
 
 # Checkpoints loaded per script call while listing.
@@ -153,7 +162,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     @classmethod
     def from_url(
-        cls, url: str, *, ttl_seconds: int, cache_bytes: int = DEFAULT_CACHE_BYTES
+        cls,
+        url: str,
+        *,
+        ttl_seconds: int,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        sentinel_password: str | None = None,
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
@@ -161,16 +175,18 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         write here is safe to repeat). :meth:`aclose` closes them.
 
         Args:
-            url: ``redis://`` or ``rediss://`` URL, with any db number.
+            url: ``redis://``, ``rediss://`` (any db number), ``redis+sentinel://`` or
+                ``redis+cluster://`` URL (:mod:`threadline.urls`).
             ttl_seconds, cache_bytes: see the class.
+            sentinel_password: the sentinels' own password (``REDIS_SENTINEL_PASSWORD``).
 
         Returns:
             The saver (no connection is made until the first call).
         """
         saver = cls(
-            redis_client.async_client(url),
+            redis_client.async_client(url, sentinel_password=sentinel_password),
             ttl_seconds=ttl_seconds,
-            sync_client=redis_client.sync_client(url),
+            sync_client=redis_client.sync_client(url, sentinel_password=sentinel_password),
             cache_bytes=cache_bytes,
         )
         saver._owns_clients = True
@@ -262,13 +278,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     def _op_threads(self) -> Op:
         """Every thread id with checkpoints (SCAN: no global registry key to grow)."""
-        threads: set[str] = set()
-        cursor = 0
-        while True:
-            ((cursor, keys),) = yield Commands([("SCAN", cursor, "MATCH", INDEX_KEY_PATTERN, "COUNT", 1000)])
-            threads.update(thread_id_of_index_key(k) for k in keys)
-            if int(cursor) == 0:
-                return sorted(threads)
+        keys = yield Scan(INDEX_KEY_PATTERN)
+        return sorted({thread_id_of_index_key(k) for k in keys})
 
     def _op_list(
         self,
@@ -374,12 +385,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     # --- drivers -------------------------------------------------------------------------------
 
-    def _io_sync(self, step: Script | Commands) -> Any:
+    def _io_sync(self, step: Script | Commands | Scan) -> Any:
         if self._sync_client is None:
             raise RuntimeError(
                 "this RedisCheckpointSaver has no sync_client: use the async methods, or "
                 "construct it with sync_client= (from_url does)"
             )
+        if isinstance(step, Scan):  # a Cluster client scans every master
+            return list(self._sync_client.scan_iter(match=step.pattern, count=1000))
         scripts = self._sync_scripts
         if isinstance(step, Script):
             return scripts[step.name](keys=step.keys, args=step.args)
@@ -390,7 +403,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 self._sync_client.script_load(script.script)
             return self._pipeline(self._sync_client, step).execute()
 
-    async def _io_async(self, step: Script | Commands) -> Any:
+    async def _io_async(self, step: Script | Commands | Scan) -> Any:
+        if isinstance(step, Scan):  # a Cluster client scans every master
+            return [k async for k in self._client.scan_iter(match=step.pattern, count=1000)]
         scripts = self._scripts
         if isinstance(step, Script):
             return await scripts[step.name](keys=step.keys, args=step.args)
