@@ -134,23 +134,46 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, AsyncRedisCluster | RedisCluster)
 
 
-async def on_one_connection(client: AsyncClient, key: str, *commands: tuple[Any, ...]) -> list[Any]:
+async def on_one_connection(
+    client: AsyncClient, key: str, *commands: tuple[Any, ...], transaction: bool = False
+) -> list[Any]:
     """Send ``commands`` back to back on one connection to the node that owns ``key``.
 
     For commands whose meaning depends on the connection, like ``WAIT`` (it waits for the
-    replication of the writes made *on that connection*). Not a transaction. A reply that is
-    an error is returned as the exception, not raised.
+    replication of the writes made *on that connection*), and for MULTI/EXEC on a Cluster:
+    redis-py 8.1's asyncio cluster pipeline with ``transaction=True`` runs every queued command
+    in a thread of its own with a new event loop (``TransactionStrategy.execute_command``), so
+    its connections belong to loops that are closed a moment later; here MULTI, the commands
+    and EXEC go to the slot's node in one write, and each reply gets redis-py's usual parsing.
+
+    Returns:
+        One reply per command. Without ``transaction`` a reply that is an error is returned as
+        the exception; with it the first error is raised (as a pipeline would).
     """
-    if isinstance(client, AsyncRedisCluster):
-        await client.initialize()
-        node = client.get_node_from_key(key)
-        stack = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
-        await node.execute_pipeline(stack)
+    if not isinstance(client, AsyncRedisCluster):
+        pipe = client.pipeline(transaction=transaction)
+        for command in commands:
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=transaction)
+    await client.initialize()
+    node = client.get_node_from_key(key)
+    sent = [("MULTI",), *commands, ("EXEC",)] if transaction else list(commands)
+    stack = [PipelineCommand(i, *command) for i, command in enumerate(sent)]
+    await node.execute_pipeline(stack)
+    if not transaction:
         return [command.result for command in stack]
-    pipe = client.pipeline(transaction=False)
-    for command in commands:
-        pipe.execute_command(*command)
-    return await pipe.execute(raise_on_error=False)
+    for command in stack:  # a refused MULTI, a queueing error (MOVED …) or EXECABORT
+        if isinstance(command.result, Exception):
+            if isinstance(command.result, redis.exceptions.MovedError | redis.exceptions.ClusterDownError):
+                await client.nodes_manager.initialize()  # the slot moved: remap for the retry
+            raise command.result
+    replies = []
+    for command, reply in zip(commands, stack[-1].result, strict=True):
+        if isinstance(reply, Exception):
+            raise reply
+        callback = node.response_callbacks.get(str(command[0]).upper())
+        replies.append(callback(reply) if callback else reply)
+    return replies
 
 
 async def ping(url: str, *, backend: str, sentinel_password: str | None = None) -> None:

@@ -410,22 +410,32 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         if isinstance(step, Script):
             return await scripts[step.name](keys=step.keys, args=step.args)
         try:
-            return await self._pipeline(self._client, step).execute()
+            return await self._execute_async(step)
         except NoScriptError:  # see _io_sync; the failed MULTI wrote at most unreferenced blobs
             for script in scripts.values():
                 await self._client.script_load(script.script)
-            return await self._pipeline(self._client, step).execute()
+            return await self._execute_async(step)
+
+    async def _execute_async(self, step: Commands) -> Any:
+        if step.transaction and redis_client.is_cluster(self._client):
+            # MULTI on a Cluster: see redis_client.on_one_connection (every command of a step
+            # is on one thread's keys, so in one slot).
+            first = step.commands[0]
+            key = first.keys[0] if isinstance(first, Script) else first[1]
+            raw = [self._raw(c) if isinstance(c, Script) else c for c in step.commands]
+            return await redis_client.on_one_connection(self._client, key, *raw, transaction=True)
+        return await self._pipeline(self._client, step).execute()
+
+    def _raw(self, command: Script) -> tuple[Any, ...]:
+        sha = self._scripts[command.name].sha
+        return ("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
 
     def _pipeline(self, client: Any, step: Commands) -> Any:
         # Scripts go in as raw EVALSHA: redis-py's Script-in-pipeline support would send a
         # SCRIPT EXISTS round trip before every execute.
         pipe = client.pipeline(transaction=step.transaction)
         for command in step.commands:
-            if isinstance(command, Script):
-                sha = self._scripts[command.name].sha
-                pipe.execute_command("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
-            else:
-                pipe.execute_command(*command)
+            pipe.execute_command(*(self._raw(command) if isinstance(command, Script) else command))
         return pipe
 
     def _run_sync(self, op: Op) -> Any:
