@@ -192,18 +192,24 @@ class RedisSentinelSet:
         return True
 
     def primary_port(self) -> int:
-        """The port of the node the sentinels call primary now."""
+        """The port of the node the sentinels call primary now (the first that answers)."""
+        return self._primary_ports()[0]
+
+    def _primary_ports(self) -> list[int]:
         import redis
 
+        ports = []
         for sentinel in self.sentinels:
             if sentinel.proc is None or sentinel.proc.poll() is not None:
                 continue
             client = redis.Redis(port=sentinel.port, socket_timeout=2)
             try:
-                return int(client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)[1])
+                ports.append(int(client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)[1]))
             finally:
                 client.close()
-        raise RuntimeError("no sentinel answers")
+        if not ports:
+            raise RuntimeError("no sentinel answers")
+        return ports
 
     def node(self, port: int) -> RedisServer:
         return self.primary if self.primary.port == port else self.replica
@@ -215,8 +221,8 @@ class RedisSentinelSet:
         return node
 
     def wait_for_failover(self, old_port: int, timeout: float = 30.0) -> int:
-        """Wait until the sentinels name a primary other than ``old_port``; return its port."""
-        _wait_until(lambda: self.primary_port() != old_port, timeout, "failover")
+        """Wait until every sentinel names a primary other than ``old_port``; return its port."""
+        _wait_until(lambda: old_port not in self._primary_ports(), timeout, "failover")
         return self.primary_port()
 
     def close(self) -> None:

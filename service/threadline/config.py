@@ -103,6 +103,8 @@ class CheckpointSettings(_Group):
             self.redis_url = urls.with_password(self.redis_url, self.redis_password)
         if self.backend == "postgres" and not self.postgres_url:
             raise ValueError("postgres_url: required when CHECKPOINT_BACKEND=postgres")
+        if self.redis_wait_replicas and self.backend not in ("redis", "redis-stack"):
+            raise ValueError("redis_wait_replicas: needs CHECKPOINT_BACKEND=redis (or redis-stack)")
         if self.backend == "redis-stack" and urls.parse_redis_url(self.redis_url).mode != "standalone":
             raise ValueError(
                 "redis_url: the redis-stack backend supports one Redis (redis:// or rediss://); "

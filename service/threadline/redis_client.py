@@ -32,6 +32,7 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
@@ -81,6 +82,23 @@ def _sentinel_options(target: urls.RedisTarget, sentinel_password: str | None) -
     return options
 
 
+class _PrimaryFollowingConnection(SentinelManagedConnection):
+    """A Sentinel-managed connection that asks the sentinels where the primary is on *every*
+    reconnect. redis-py 8.1 does so only when a connection is taken from the pool; a pipeline
+    whose connection dropped (the primary died under it) reconnects through
+    ``send_packed_command`` to the host it had, which after a failover is the dead primary:
+    one more refused request per pooled connection (seen in ``test_redis_ha``)."""
+
+    async def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(
+            check_health=check_health, retry_socket_connect=retry_socket_connect
+        )
+
+
 def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
     """An asyncio client for ``url`` (any of the three forms) under the policy above.
 
@@ -99,7 +117,7 @@ def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClie
             db=target.db,
             **_node_options(target),
         )
-        return sentinel.master_for(target.service_name)
+        return sentinel.master_for(target.service_name, connection_class=_PrimaryFollowingConnection)
     return AsyncRedisCluster(
         startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
         retry=retry,

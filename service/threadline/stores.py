@@ -65,6 +65,8 @@ class Stores:
                 lease_seconds=settings.turn.lease_seconds,
                 wait_seconds=settings.turn.lease_wait_seconds,
                 counter_ttl_seconds=settings.checkpoint.redis_ttl,
+                wait_replicas=settings.checkpoint.redis_wait_replicas,
+                wait_timeout_ms=settings.checkpoint.redis_wait_timeout_ms,
             )
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)

@@ -9,6 +9,7 @@ the primary through a failover.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 
@@ -21,8 +22,10 @@ from test_checkpoint_conformance import EXTENDED, extended_detected, run_suite, 
 
 from threadline import redis_client
 from threadline.checkpoint import open_checkpointer
+from threadline.checkpoint.errors import FencedError
 from threadline.config import CheckpointSettings
-from threadline.redis_keys import ThreadKeys
+from threadline.lease import NotReplicated, RedisTurnLease
+from threadline.redis_keys import ThreadKeys, lease_key
 
 from servers import RedisClusterSet, RedisSentinelSet
 
@@ -133,3 +136,100 @@ async def test_sentinel_saver_follows_the_primary_through_a_failover(
         assert [m.content for m in state["messages"]][::2] == ["before", "after"]
         print(f"sentinel: first successful turn {recovered:.2f} s after the primary was SIGKILLed")
         await client.aclose()
+
+
+# --- the turn lease across a failover, and WAIT ------------------------------------------------
+
+
+def sentinel_lease(servers: RedisSentinelSet, **options: object) -> tuple[RedisTurnLease, object]:
+    client = redis_client.async_client(servers.url(1))
+    lease = RedisTurnLease(client, lease_seconds=5, wait_seconds=0.2, counter_ttl_seconds=60, **options)
+    return lease, client
+
+
+async def replicated(client) -> None:
+    """Return once the replica has every write the primary has made so far."""
+    _set, acked = await redis_client.on_one_connection(client, "sync", ("SET", "sync", 1), ("WAIT", 1, 5000))
+    assert acked == 1
+
+
+async def test_a_counter_that_goes_backwards_on_the_promoted_replica_lets_no_stale_writer_through(
+    redis_sentinel: RedisSentinelSet,
+) -> None:
+    """The failover the fence must survive: the stale holder's INCR and lease never reached the
+    replica that was promoted, so the new primary's counter hands out the stale holder's number
+    again. The token's epoch (the primary's replication id) keeps the two tokens different."""
+    thread_id = "fence-failover"
+    keys = ThreadKeys.of(thread_id)
+    stale, stale_client = sentinel_lease(redis_sentinel)
+    async with open_checkpointer(
+        CheckpointSettings(backend="redis", redis_url=redis_sentinel.url(1))
+    ) as saver:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        async with stale.hold(thread_id) as held:
+            await replicated(stale_client)
+            old = redis_sentinel.primary_port()
+            redis_sentinel.kill_primary()  # the stale holder's replica is paused, say: it lives on
+            redis_sentinel.wait_for_failover(old)
+            # What asynchronous replication may lose: the lease and the counter's last INCR.
+            new_primary = redis_sentinel.node(redis_sentinel.primary_port()).client()
+            new_primary.select(1)
+            new_primary.delete(keys.lease)
+            new_primary.decr(keys.fence)
+            fresh, fresh_client = sentinel_lease(redis_sentinel)
+            async with fresh.hold(thread_id) as current:
+                counter, epoch = current.token.split(".")
+                assert counter == held.token.split(".")[0]  # the counter went backwards...
+                assert epoch != held.token.split(".")[1]  # ...but the epoch moved on
+                stale_config = {"configurable": {**config["configurable"], "fencing_token": held.token}}
+                with pytest.raises(FencedError):
+                    await saver.aput(stale_config, create_checkpoint(empty_checkpoint(), None, 1), {}, {})
+                fresh_config = {"configurable": {**config["configurable"], "fencing_token": current.token}}
+                await saver.aput(
+                    fresh_config, create_checkpoint(empty_checkpoint(), None, 2), {"step": 2}, {}
+                )
+        assert (await saver.aget_tuple(config)).metadata["step"] == 2
+    for client in (stale_client, fresh_client):
+        await client.aclose()
+
+
+async def test_wait_confirms_a_turn_on_a_replica(redis_sentinel: RedisSentinelSet) -> None:
+    lease, client = sentinel_lease(redis_sentinel, wait_replicas=1, wait_timeout_ms=5000)
+    async with lease.hold("wait-ok"):
+        await client.set("tl:{wait-ok}:payload", "x")
+    replica = redis_sentinel.replica.client()
+    replica.select(1)
+    assert replica.get("tl:{wait-ok}:payload") == b"x"  # there before hold() returned
+    await client.aclose()
+
+
+async def test_a_turn_no_replica_confirms_is_not_replicated(redis_sentinel: RedisSentinelSet) -> None:
+    lease, client = sentinel_lease(redis_sentinel, wait_replicas=1, wait_timeout_ms=300)
+    redis_sentinel.replica.proc.send_signal(signal.SIGSTOP)  # alive to the sentinels for ~1 s
+    try:
+        with pytest.raises(NotReplicated, match="0 of 1 replicas confirmed within 300 ms"):
+            async with lease.hold("wait-stopped"):
+                await client.set("tl:{wait-stopped}:payload", "x")
+    finally:
+        redis_sentinel.replica.proc.send_signal(signal.SIGCONT)
+    assert await client.exists(lease_key("wait-stopped")) == 0  # released all the same
+    two, _ = sentinel_lease(redis_sentinel, wait_replicas=2, wait_timeout_ms=1000)
+    with pytest.raises(NotReplicated, match="1 of 2 replicas"):
+        async with two.hold("wait-two"):
+            pass
+    await client.aclose()
+
+
+async def test_a_turn_that_saw_the_primary_change_is_not_acknowledged(
+    redis_sentinel: RedisSentinelSet,
+) -> None:
+    """Its last writes may have gone to the old primary and died with it, even though its lease
+    (older, replicated) is on the new one: WAIT there would prove nothing."""
+    lease, client = sentinel_lease(redis_sentinel, wait_replicas=1, wait_timeout_ms=1000)
+    with pytest.raises(NotReplicated, match="primary changed"):
+        async with lease.hold("wait-failover"):
+            await replicated(client)
+            old = redis_sentinel.primary_port()
+            redis_sentinel.kill_primary()
+            redis_sentinel.wait_for_failover(old)
+    await client.aclose()

@@ -256,12 +256,20 @@ def test_redis_stack_refuses_sentinel_and_cluster(monkeypatch: pytest.MonkeyPatc
 def test_sentinel_password_and_wait_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_SENTINEL_PASSWORD", PASSWORD)
     monkeypatch.setenv("CHECKPOINT_REDIS_WAIT_REPLICAS", "1")
+    monkeypatch.setenv("CHECKPOINT_BACKEND", "redis")
     checkpoint, session = load(CheckpointSettings), load(SessionSettings)
     assert checkpoint.redis_sentinel_password == session.redis_sentinel_password == PASSWORD
     assert checkpoint.redis_wait_replicas == 1 and checkpoint.redis_wait_timeout_ms == 1000
     for text in (repr(checkpoint), repr(session)):
         assert PASSWORD not in text
     message = fails(CheckpointSettings, {"CHECKPOINT_REDIS_WAIT_REPLICAS": "-1"}, monkeypatch)
+    assert message.startswith("CHECKPOINT_REDIS_WAIT_REPLICAS: ")
+    env = {
+        "CHECKPOINT_REDIS_WAIT_REPLICAS": "1",
+        "CHECKPOINT_BACKEND": "postgres",
+        "CHECKPOINT_POSTGRES_URL": "postgres://pg/app",
+    }
+    message = fails(CheckpointSettings, env, monkeypatch)
     assert message.startswith("CHECKPOINT_REDIS_WAIT_REPLICAS: ")
 
 
