@@ -136,8 +136,11 @@ class RedisSentinelSet:
     def __init__(self, password: str | None = None, down_after_ms: int = 1000, sentinels: int = 3) -> None:
         self.password = password
         self.down_after_ms = down_after_ms
-        self.primary = RedisServer(password=password)
-        self.replica = RedisServer(password=password)
+        # Redis 7 waits 5 s (repl-diskless-sync-delay) before a full sync, for more replicas to
+        # join it; WAIT answers 0 until then.
+        fast_sync = ("--repl-diskless-sync-delay", "0")
+        self.primary = RedisServer(password=password, extra_args=fast_sync)
+        self.replica = RedisServer(password=password, extra_args=fast_sync)
         self.sentinels = [RedisServer(binary=self.primary.binary) for _ in range(sentinels)]
 
     def url(self, db: int = 0) -> str:
@@ -148,7 +151,7 @@ class RedisSentinelSet:
 
     def start(self) -> RedisSentinelSet:
         self.primary.start()
-        self.replica.extra_args = ("--replicaof", "127.0.0.1", str(self.primary.port))
+        self.replica.extra_args = ("--replicaof", "127.0.0.1", str(self.primary.port), "--appendonly", "no")
         self.replica.start()
         _wait_until(
             lambda: _info(self.primary, "replication").get("connected_slaves") == "1", 15, "replica sync"
@@ -176,7 +179,19 @@ class RedisSentinelSet:
             wait_for_port(sentinel.port)
         # Every sentinel must know the replica and the other sentinels before a failover can run.
         _wait_until(self._sentinels_agree, 30, "sentinels to discover each other")
+        _wait_until(self._replica_acknowledges, 30, "the replica to acknowledge writes (WAIT 1)")
         return self
+
+    def _replica_acknowledges(self) -> bool:
+        # "connected_slaves:1" shows during the initial sync already; WAIT answers 0 until the
+        # replica is online.
+        client = self.primary.client()
+        try:
+            pipe = client.pipeline(transaction=False)
+            pipe.set("__fixture_sync__", 1).execute_command("WAIT", 1, 1000)
+            return pipe.execute()[1] == 1
+        finally:
+            client.close()
 
     def _sentinels_agree(self) -> bool:
         import redis
@@ -250,6 +265,7 @@ class RedisClusterSet:
             "--cluster-node-timeout", str(node_timeout_ms),
             # A replica may take over however long ago it last heard from its master.
             "--cluster-replica-validity-factor", "0",
+            "--repl-diskless-sync-delay", "0",
         )  # fmt: skip
 
         self.bus_ports: dict[int, int] = {}  # node port -> cluster bus port
