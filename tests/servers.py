@@ -125,22 +125,27 @@ SENTINEL_SERVICE = "threadline"
 
 
 class RedisSentinelSet:
-    """A primary, a replica and three sentinels (quorum 2), each a real process on a free port.
+    """A primary, ``replicas`` replicas and three sentinels (quorum 2), each a real process on
+    a free port.
 
     The sentinels call the primary down after ``down_after_ms`` without an answer and promote
-    the replica (measured ~2.2 s after a SIGKILL with 1000 ms). :meth:`url` is the
+    a replica (measured ~2.2 s after a SIGKILL with 1000 ms). :meth:`url` is the
     ``redis+sentinel://`` URL of the set; :meth:`kill_primary` and :meth:`wait_for_failover`
-    drive a failover.
+    drive a failover. Two replicas leave one to confirm ``WAIT 1`` after a failover.
     """
 
-    def __init__(self, password: str | None = None, down_after_ms: int = 1000, sentinels: int = 3) -> None:
+    def __init__(
+        self, password: str | None = None, down_after_ms: int = 1000, sentinels: int = 3, replicas: int = 1
+    ) -> None:
         self.password = password
         self.down_after_ms = down_after_ms
         # Redis 7 waits 5 s (repl-diskless-sync-delay) before a full sync, for more replicas to
         # join it; WAIT answers 0 until then.
         fast_sync = ("--repl-diskless-sync-delay", "0")
         self.primary = RedisServer(password=password, extra_args=fast_sync)
-        self.replica = RedisServer(password=password, extra_args=fast_sync)
+        self.replicas = [RedisServer(password=password, extra_args=fast_sync) for _ in range(replicas)]
+        self.replica = self.replicas[0]
+        # Sentinels are redis-server processes too; start() runs them with --sentinel.
         self.sentinels = [RedisServer(binary=self.primary.binary) for _ in range(sentinels)]
 
     def url(self, db: int = 0) -> str:
@@ -151,11 +156,9 @@ class RedisSentinelSet:
 
     def start(self) -> RedisSentinelSet:
         self.primary.start()
-        self.replica.extra_args = ("--replicaof", "127.0.0.1", str(self.primary.port), "--appendonly", "no")
-        self.replica.start()
-        _wait_until(
-            lambda: _info(self.primary, "replication").get("connected_slaves") == "1", 15, "replica sync"
-        )
+        for replica in self.replicas:
+            replica.extra_args += ("--replicaof", "127.0.0.1", str(self.primary.port))
+            replica.start()
         for sentinel in self.sentinels:
             conf = sentinel.dir / "sentinel.conf"  # sentinels rewrite their config: a file of its own
             lines = [
@@ -165,7 +168,7 @@ class RedisSentinelSet:
                 f"sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {self.primary.port} 2",
                 f"sentinel down-after-milliseconds {SENTINEL_SERVICE} {self.down_after_ms}",
                 f"sentinel failover-timeout {SENTINEL_SERVICE} 10000",
-                f"sentinel parallel-syncs {SENTINEL_SERVICE} 1",
+                f"sentinel parallel-syncs {SENTINEL_SERVICE} {len(self.replicas)}",
             ]
             if self.password:
                 lines.append(f"sentinel auth-pass {SENTINEL_SERVICE} {self.password}")
@@ -177,19 +180,19 @@ class RedisSentinelSet:
                 start_new_session=True,
             )
             wait_for_port(sentinel.port)
-        # Every sentinel must know the replica and the other sentinels before a failover can run.
+        # Every sentinel must know the replicas and the other sentinels before a failover runs.
         _wait_until(self._sentinels_agree, 30, "sentinels to discover each other")
-        _wait_until(self._replica_acknowledges, 30, "the replica to acknowledge writes (WAIT 1)")
+        _wait_until(self._replicas_acknowledge, 30, "the replicas to acknowledge writes (WAIT)")
         return self
 
-    def _replica_acknowledges(self) -> bool:
-        # "connected_slaves:1" shows during the initial sync already; WAIT answers 0 until the
-        # replica is online.
+    def _replicas_acknowledge(self) -> bool:
+        # "connected_slaves" counts replicas during their initial sync already; WAIT answers
+        # only for replicas that are online.
         client = self.primary.client()
         try:
             pipe = client.pipeline(transaction=False)
-            pipe.set("__fixture_sync__", 1).execute_command("WAIT", 1, 1000)
-            return pipe.execute()[1] == 1
+            pipe.set("__fixture_sync__", 1).execute_command("WAIT", len(self.replicas), 1000)
+            return pipe.execute()[1] == len(self.replicas)
         finally:
             client.close()
 
@@ -200,7 +203,10 @@ class RedisSentinelSet:
             client = redis.Redis(port=sentinel.port, socket_timeout=2, decode_responses=True)
             try:
                 (master,) = [m for m in client.sentinel_masters().values() if m["name"] == SENTINEL_SERVICE]
-                if master["num-slaves"] < 1 or master["num-other-sentinels"] < len(self.sentinels) - 1:
+                if (
+                    master["num-slaves"] < len(self.replicas)
+                    or master["num-other-sentinels"] < len(self.sentinels) - 1
+                ):
                     return False
             finally:
                 client.close()
@@ -227,7 +233,9 @@ class RedisSentinelSet:
         return ports
 
     def node(self, port: int) -> RedisServer:
-        return self.primary if self.primary.port == port else self.replica
+        """The node listening on ``port``."""
+        (node,) = [n for n in (self.primary, *self.replicas) if n.port == port]
+        return node
 
     def kill_primary(self) -> RedisServer:
         """SIGKILL the current primary; returns it (restart it with ``.start()`` to rejoin)."""
@@ -241,7 +249,7 @@ class RedisSentinelSet:
         return self.primary_port()
 
     def close(self) -> None:
-        for server in (*self.sentinels, self.replica, self.primary):
+        for server in (*self.sentinels, *self.replicas, self.primary):
             server.close()
 
 
