@@ -26,8 +26,14 @@ from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionSt
 # Retry-After, never 500.
 STORE_ERRORS: tuple[type[Exception], ...] = (
     StoreUnavailable,
-    redis.exceptions.ConnectionError,
+    redis.exceptions.ConnectionError,  # MasterNotFoundError (no primary known to Sentinel) too
     redis.exceptions.TimeoutError,
+    # During a failover: a Cluster whose failed master's slots are not served yet (CLUSTERDOWN,
+    # TRYAGAIN, no node for a slot), or a write that reached a primary just demoted (READONLY).
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,
+    redis.exceptions.ReadOnlyError,
     psycopg.OperationalError,
     psycopg_pool.PoolTimeout,
     sqlite3.OperationalError,

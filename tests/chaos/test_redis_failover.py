@@ -28,6 +28,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from threadline.redis_keys import lease_key
+
 from chaos.cluster import LocalCluster
 from chaos.driver import Driver, DriverConfig
 from servers import RedisClusterSet, RedisSentinelSet
@@ -51,6 +53,7 @@ async def failover_under_traffic(
     kill: Callable[[], None],
     promoted: Callable[[], bool],
     rejoin: Callable[[], None],
+    affected: Callable[[str], bool] = lambda thread_id: True,
 ) -> None:
     cluster = LocalCluster(store, replicas=2, env=ENV).start()
     try:
@@ -68,7 +71,11 @@ async def failover_under_traffic(
         headers = {"X-API-Key": cluster.api_key}
         async with httpx.AsyncClient(headers=headers, timeout=8.0) as client:
             base = cluster.endpoints.urls[0]
-            probe_thread = (await client.post(f"{base}/v1/threads")).json()["thread_id"]
+            # The probe's thread must live where the failure is (on a Cluster: the killed master).
+            for _ in range(100):
+                probe_thread = (await client.post(f"{base}/v1/threads")).json()["thread_id"]
+                if affected(probe_thread):
+                    break
             deadline = time.monotonic() + 60
             while driver.completed < config.conversations * 3 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
@@ -146,6 +153,10 @@ async def test_cluster_master_fails_over_mid_conversation() -> None:
             kill=store.masters[0].kill,
             promoted=lambda: store.replicas[0][0].client().info("replication").get("role") == "master",
             rejoin=store.masters[0].start,
+            affected=lambda thread_id: (
+                store.masters[0].client().execute_command("CLUSTER KEYSLOT", lease_key(thread_id))
+                < RedisClusterSet.SLOTS // 3  # master 0 serves the first third of the slots
+            ),
         )
     finally:
         store.close()
