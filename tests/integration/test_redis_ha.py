@@ -233,3 +233,74 @@ async def test_a_turn_that_saw_the_primary_change_is_not_acknowledged(
             redis_sentinel.kill_primary()
             redis_sentinel.wait_for_failover(old)
     await client.aclose()
+
+
+# --- through the service -----------------------------------------------------------------------
+
+
+def sentinel_env(servers: RedisSentinelSet, **extra: str) -> dict[str, str]:
+    from client import API_KEYS
+
+    return {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": servers.url(1),
+        "SESSION_BACKEND": "redis",
+        "REDIS_URL": servers.url(0),
+        "API_KEYS": API_KEYS,
+        **extra,
+    }
+
+
+def test_an_unconfirmed_turn_is_503_and_its_retry_is_exactly_once(redis_sentinel, start_replica) -> None:
+    from client import Client, expected_reply
+
+    env = sentinel_env(
+        redis_sentinel, CHECKPOINT_REDIS_WAIT_REPLICAS="1", CHECKPOINT_REDIS_WAIT_TIMEOUT_MS="300"
+    )
+    client = Client(start_replica(env, name="r1").url)
+    thread = client.new_thread()
+    assert client.say(thread, "first").status_code == 200
+    redis_sentinel.replica.proc.send_signal(signal.SIGSTOP)
+    try:
+        response = client.say(thread, "second", message_id="m-2")
+        assert response.status_code == 503, response.text
+        assert response.headers.get("Retry-After")
+        assert response.json()["error"]["code"]
+    finally:
+        redis_sentinel.replica.proc.send_signal(signal.SIGCONT)
+    # The turn ran and is stored on the primary; it was only not acknowledged. The retry (same
+    # id) finds it, waits for the replica this time, and answers the stored reply.
+    retry = client.say(thread, "second", message_id="m-2")
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["reply"]["content"] == expected_reply(["first", expected_reply(["first"]), "second"])
+    messages = client.thread(thread)["messages"]
+    assert [m["content"] for m in messages if m["role"] == "human"] == ["first", "second"]
+    assert len(messages) == 4
+
+
+def test_the_service_on_a_cluster_serves_turns_and_sessions(redis_cluster, start_replica) -> None:
+    from client import API_KEYS, Client, expected_reply
+
+    env = {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": redis_cluster.url(),
+        "SESSION_BACKEND": "redis",
+        "REDIS_URL": redis_cluster.url(),  # db 0 for both: sessions and checkpoints share it
+        "API_KEYS": API_KEYS,
+    }
+    first, second = start_replica(env, name="c1"), start_replica(env, name="c2")
+    import httpx
+
+    session = httpx.post(f"{first.url}/v1/sessions", json={"api_key": "test-key-alice"}, timeout=10)
+    assert session.status_code == 201, session.text
+    token = session.json()["session_token"]
+    a, b = Client(first.url), Client(second.url)
+    b.http.headers.pop("X-API-Key")
+    b.http.headers["Authorization"] = f"Bearer {token}"  # a session made on the other replica
+    thread = a.new_thread()
+    history: list[str] = []
+    for i, client in enumerate([a, b, a, b]):
+        reply = client.say(thread, f"m{i}").json()["reply"]["content"]
+        assert reply == expected_reply([*history, f"m{i}"])
+        history += [f"m{i}", reply]
+    assert [m["content"] for m in b.thread(thread)["messages"]] == history
