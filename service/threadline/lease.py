@@ -75,7 +75,8 @@ class TurnLease(Protocol):
 
 
 class RedisTurnLease:
-    """A per-thread lease in Redis with a monotonic fencing token.
+    """A per-thread lease in Redis with a fencing token (a per-thread counter and the primary's
+    epoch, see the module docstring).
 
     Args:
         client: the checkpoint Redis (db 1), any topology (:mod:`threadline.redis_client`).
