@@ -95,9 +95,18 @@ def test_cluster_sync_methods(redis_cluster: RedisClusterSet) -> None:
     from threadline.checkpoint.redis import RedisCheckpointSaver
 
     saver = RedisCheckpointSaver.from_url(redis_cluster.url(), ttl_seconds=60)
-    config = {"configurable": {"thread_id": f"sync-{uuid.uuid4().hex[:8]}", "checkpoint_ns": ""}}
-    stored = saver.put(config, create_checkpoint(empty_checkpoint(), None, 1), {"step": 1}, {})
+    thread_id = f"sync-{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": ["hello"]}
+    checkpoint["channel_versions"] = {"messages": "1"}
+    # Channel values make put a MULTI (blobs + script); copy_thread reads and writes in MULTI.
+    stored = saver.put(config, checkpoint, {"step": 1}, {"messages": "1"})
     assert saver.get_tuple(config).config == stored
+    assert saver.get_tuple(config).checkpoint["channel_values"] == {"messages": ["hello"]}
+    saver.copy_thread(thread_id, f"{thread_id}-copy")
+    copy = saver.get_tuple({"configurable": {"thread_id": f"{thread_id}-copy", "checkpoint_ns": ""}})
+    assert copy.checkpoint["channel_values"] == {"messages": ["hello"]}
     assert config["configurable"]["thread_id"] in {
         t.config["configurable"]["thread_id"] for t in saver.list(None)
     }
