@@ -1,12 +1,19 @@
 """Checkpointer benchmark: per-turn cost of each backend against LangGraph's in-memory saver.
 
-One graph (MessagesState, one node appending a ~200-character AI reply), one thread per
+One graph (MessagesState, a 240-character human message and one node appending a
+~200-character AI reply: the conversation of issue 12), one thread per
 backend, all in this process. Turns run round-robin over the backends (turn i of every
 backend, then turn i+1), so drift in machine load hits every backend alike, and a garbage
 collection runs before each timed turn, so one backend's garbage is not billed to another.
 Prints per-turn milliseconds at the start, middle and end (median over a window of turns
 around each point), the latest ``aget_tuple`` time at the end (median of 20 calls), and each
-backend's ratio to the in-memory saver.
+backend's ratio to the in-memory saver. Then what the thread costs in storage after 10, 100
+and 300 turns (and ÷ the raw message bytes: the characters of every human and AI message):
+the serialized bytes InMemorySaver holds, the SQLite file (with its WAL), the Postgres
+relation sizes (``pg_total_relation_size`` of the checkpoint tables), the Redis ``used_memory_dataset``
+delta; the bytes written per turn at turn 10 and at the end (Redis: ``total_net_input_bytes``;
+the others: bytes their serializer produced); and the Redis command CPU per turn over turns
+46-55 (``INFO commandstats``), with its commands.
 
 This is a benchmark, not a test: it asserts nothing about time.
 
@@ -30,11 +37,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -48,7 +57,61 @@ from servers import PostgresServer, RedisServer, redis_stack_binaries
 REPLY = ("All good: here is a reply of about two hundred characters, long enough to look like "
          "a real answer from a chat model, with a little more text so that it reaches the size "
          "we want per turn.")  # fmt: skip
+QUESTION = "Tell me more about this, in some detail please. " * 5  # 240 characters
 TTL = 3600
+STORAGE_AT = (10, 100, 300)
+CPU_TURNS = (46, 55)  # Redis command CPU is measured over these turns (inclusive)
+
+
+class CountingSerde:
+    """Counts the bytes a saver's serializer produces: what it writes, for the backends whose
+    storage this script cannot watch on the wire."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.bytes = 0
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        typed = self.inner.dumps_typed(obj)
+        self.bytes += len(typed[1])
+        return typed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@dataclass
+class Backend:
+    """A saver and how to measure what it stores and writes."""
+
+    saver: BaseCheckpointSaver
+    storage: Callable[[], Awaitable[int]]  # bytes stored now
+    redis: RedisServer | None = None  # written bytes and command CPU come from its INFO
+    serde: CountingSerde | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def written(self) -> int:
+        if self.redis is not None:
+            return int(info(self.redis, "stats")["total_net_input_bytes"])
+        assert self.serde is not None
+        return self.serde.bytes
+
+
+def info(server: RedisServer, section: str) -> dict[str, Any]:
+    client = redis.Redis.from_url(server.url(0))
+    try:
+        return client.info(section)
+    finally:
+        client.close()
+
+
+def counted(saver: BaseCheckpointSaver) -> CountingSerde:
+    """Make ``saver`` (and, for the SQLite bridge, the sync saver inside) count its bytes."""
+    inner = getattr(saver, "_saver", None) or getattr(saver, "saver", None)
+    target = inner if isinstance(inner, BaseCheckpointSaver) else saver
+    serde = CountingSerde(target.serde)
+    target.serde = serde
+    return serde
 
 
 def build_graph(saver: BaseCheckpointSaver) -> Any:
@@ -59,8 +122,21 @@ def build_graph(saver: BaseCheckpointSaver) -> Any:
 
 
 @asynccontextmanager
-async def memory() -> AsyncIterator[BaseCheckpointSaver]:
-    yield InMemorySaver()
+async def memory() -> AsyncIterator[Backend]:
+    saver = InMemorySaver()
+
+    async def storage() -> int:
+        checkpoints = sum(
+            len(c[1]) + len(m[1])
+            for t in saver.storage.values()
+            for ns in t.values()
+            for c, m, _p in ns.values()
+        )
+        blobs = sum(len(b[1]) for b in saver.blobs.values())
+        writes = sum(len(w[2][1]) for ws in saver.writes.values() for w in ws.values())
+        return checkpoints + blobs + writes
+
+    yield Backend(saver, storage, serde=counted(saver))
 
 
 @asynccontextmanager
@@ -69,9 +145,14 @@ async def sqlite() -> AsyncIterator[BaseCheckpointSaver]:
     from threadline.config import CheckpointSettings
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = CheckpointSettings(backend="sqlite", sqlite_path=Path(tmp) / "bench.sqlite")
+        path = Path(tmp) / "bench.sqlite"
+        settings = CheckpointSettings(backend="sqlite", sqlite_path=path)
         async with open_saver(settings) as saver:
-            yield saver
+
+            async def storage() -> int:
+                return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+            yield Backend(saver, storage, serde=counted(saver))
 
 
 @asynccontextmanager
@@ -82,20 +163,42 @@ async def postgres() -> AsyncIterator[BaseCheckpointSaver]:
     try:
         async with AsyncPostgresSaver.from_conn_string(server.url()) as saver:
             await saver.setup()
-            yield saver
+
+            async def storage() -> int:
+                async with saver.conn.cursor() as cur:
+                    await cur.execute(
+                        "select sum(pg_total_relation_size(c.oid)) from pg_class c "
+                        "where c.relname in ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')"
+                    )
+                    return int((await cur.fetchone())["sum"])
+
+            yield Backend(saver, storage, serde=counted(saver))
     finally:
         server.close()
 
 
+def redis_backend(saver: BaseCheckpointSaver, server: RedisServer) -> Backend:
+    # used_memory minus Redis's own overhead (client buffers, script cache, AOF buffer), so a
+    # short conversation is not billed for the connections and scripts of the benchmark.
+    start = int(info(server, "memory")["used_memory_dataset"])
+
+    async def storage() -> int:
+        return int(info(server, "memory")["used_memory_dataset"]) - start
+
+    return Backend(saver, storage, redis=server)
+
+
 def threadline_redis(
-    server_factory: Callable[[], RedisServer], cache_bytes: int = DEFAULT_CACHE_BYTES
+    server_factory: Callable[[], RedisServer], cache_bytes: int = DEFAULT_CACHE_BYTES, format: int = 2
 ) -> Callable[[], Any]:
     @asynccontextmanager
-    async def open_() -> AsyncIterator[BaseCheckpointSaver]:
+    async def open_() -> AsyncIterator[Backend]:
         server = server_factory().start()
-        saver = RedisCheckpointSaver.from_url(server.url(1), ttl_seconds=TTL, cache_bytes=cache_bytes)
+        saver = RedisCheckpointSaver.from_url(
+            server.url(1), ttl_seconds=TTL, cache_bytes=cache_bytes, format=format
+        )
         try:
-            yield saver
+            yield redis_backend(saver, server)
         finally:
             await saver.aclose()
             server.close()
@@ -109,14 +212,14 @@ def redis_stack_server() -> RedisServer:
 
 
 @asynccontextmanager
-async def reference_redis() -> AsyncIterator[BaseCheckpointSaver]:
+async def reference_redis() -> AsyncIterator[Backend]:
     from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 
     server = redis_stack_server().start()
     try:
         # RediSearch indexes exist only in db 0; its TTL unit is minutes.
         async with AsyncRedisSaver.from_conn_string(server.url(0), ttl={"default_ttl": TTL // 60}) as saver:
-            yield saver
+            yield redis_backend(saver, server)
     finally:
         server.close()
 
@@ -132,7 +235,8 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
     except RuntimeError as exc:
         print(f"note: skipping postgres: {exc}")
     backends.append(("redis", threadline_redis(RedisServer)))
-    backends.append(("redis, cache off", threadline_redis(RedisServer, cache_bytes=0)))
+    backends.append(("redis (format 1)", threadline_redis(RedisServer, format=1)))
+    backends.append(("redis (cache off)", threadline_redis(RedisServer, cache_bytes=0)))
     try:
         redis_stack_binaries()
         backends.append(("redis on 8.2", threadline_redis(redis_stack_server)))
@@ -152,24 +256,62 @@ def window(samples: list[float], center: int, size: int) -> float:
     return statistics.median(samples[start : start + size]) * 1000
 
 
+def command_stats(server: RedisServer) -> dict[str, tuple[int, float]]:
+    """``{command: (calls, usec)}`` from ``INFO commandstats``."""
+    return {
+        name.removeprefix("cmdstat_"): (int(v["calls"]), float(v["usec"]))
+        for name, v in info(server, "commandstats").items()
+    }
+
+
+def cpu_delta(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]], turns: int) -> str:
+    rows = []
+    for name, (calls, usec) in after.items():
+        c0, u0 = before.get(name, (0, 0.0))
+        if calls > c0 and name != "info":  # the benchmark's own INFO calls
+            rows.append((usec - u0, calls - c0, name))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows) / turns
+    calls = sum(r[1] for r in rows) / turns
+    detail = ", ".join(f"{n / turns:.0f} {name} {u / turns:.0f} µs" for u, n, name in rows[:6])
+    return f"{total / 1000:.2f} ms, {calls:.0f} commands per turn ({detail})"
+
+
 async def run(turns: int, size: int, only: set[str]) -> None:
     backends = [b for b in available_backends() if not only or b[0] in only]
+    raw_per_turn = len(QUESTION) + len(REPLY)
     async with AsyncExitStack() as stack:
+        opened: dict[str, Backend] = {}
         graphs = {}
         for name, open_ in backends:
-            graphs[name] = build_graph(await stack.enter_async_context(open_()))
+            opened[name] = await stack.enter_async_context(open_())
+            graphs[name] = build_graph(opened[name].saver)
         per_turn: dict[str, list[float]] = {name: [] for name in graphs}
+        stored: dict[str, dict[int, int]] = {name: {} for name in graphs}
+        written: dict[str, dict[int, int]] = {name: {} for name in graphs}
+        cpu: dict[str, Any] = {}
         gc.collect()
         gc.freeze()  # what setup made is not the turns' garbage
-        for turn in range(turns):
+        for turn in range(1, turns + 1):
             for name, graph in graphs.items():
+                backend = opened[name]
                 config = {"configurable": {"thread_id": f"bench-{name}"}}
+                if backend.redis is not None and turn == CPU_TURNS[0]:
+                    cpu[name] = command_stats(backend.redis)
+                before = backend.written()
                 # Collect before each timed turn: otherwise a collection paid for by one
                 # backend's garbage lands in whichever turn happens to trigger it.
                 gc.collect()
                 started = time.perf_counter()
-                await graph.ainvoke({"messages": [HumanMessage(f"message {turn}")]}, config)
+                await graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, config)
                 per_turn[name].append(time.perf_counter() - started)
+                written[name][turn] = backend.written() - before
+                if turn in STORAGE_AT or turn == turns:
+                    stored[name][turn] = await backend.storage()
+                if backend.redis is not None and turn == CPU_TURNS[1]:
+                    cpu[name] = cpu_delta(
+                        cpu[name], command_stats(backend.redis), CPU_TURNS[1] - CPU_TURNS[0] + 1
+                    )
         get_ms: dict[str, float] = {}
         for name, graph in graphs.items():
             saver = graph.checkpointer
@@ -196,9 +338,33 @@ async def run(turns: int, size: int, only: set[str]) -> None:
             ms = window(samples, index, size)
             cells.append(f"{ms:.2f} ({ms / base[point]:.2f}×)")
         print(f"| {name} | {' | '.join(cells)} | {get_ms[name]:.2f} ms |")
+
+    at = [t for t in STORAGE_AT if t < turns] + [turns]
+    print(f"\nstorage per thread (÷ raw message bytes, {raw_per_turn} per turn) and bytes written per turn\n")
+    columns = [f"{t} turns" for t in at] + [
+        f"{at[-1]} ÷ {at[-2]}",
+        "written at turn 10",
+        f"written at turn {turns}",
+    ]
+    print(f"| backend | {' | '.join(columns)} |")
+    print("|---|" + "---:|" * (len(at) + 3))
+    for name in graphs:
+        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.0f}×)" for t in at]
+        ratio = stored[name][at[-1]] / max(1, stored[name][at[-2]])
+        w10 = statistics.median(written[name][t] for t in range(8, 13) if t in written[name])
+        wend = statistics.median(written[name][t] for t in range(turns - 4, turns + 1))
+        print(f"| {name} | {' | '.join(cells)} | {ratio:.2f} | {w10 / 1000:.1f} KB | {wend / 1000:.1f} KB |")
+    if cpu:
+        print(f"\nRedis command CPU per turn, turns {CPU_TURNS[0]}-{CPU_TURNS[1]}:")
+        for name, line in cpu.items():
+            if isinstance(line, str):
+                print(f"- {name}: {line}")
+
     end = points["end"]
     ours = window(per_turn["redis"], end, size)
     print(f"\ntarget: redis / memory at turn {turns} = {ours / base['end']:.2f} (target ≤ 1.2)")
+    start = window(per_turn["redis"], points["start"], size)
+    print(f"target: redis turn {turns} / turn 1 = {ours / start:.2f} (target ≤ 1.2)")
     if "langgraph-checkpoint-redis" in per_turn:
         ref = window(per_turn["langgraph-checkpoint-redis"], end, size)
         print(f"target: langgraph-checkpoint-redis / redis at turn {turns} = {ref / ours:.1f} "

@@ -60,6 +60,13 @@ class CheckpointSettings(_Group):
     # Budget of the redis saver's decoded-value cache, in MB of serialized values (objects take
     # ~6x that in memory: 16 MB ~ 100 MB of RSS); 0 turns it off.
     redis_cache_mb: int = Field(default=16, ge=0)
+    # What the redis saver writes: 2 stores each list item (message) once, 1 every value whole
+    # as releases before format 2 did (they cannot read format 2). Both are always read.
+    # Upgrading a running deployment: roll out with 1, then switch to 2 (README).
+    redis_format: int = Field(default=2, ge=1, le=2)
+    # Checkpoints kept per thread and namespace (never one a pending write or interrupt needs);
+    # 0 keeps all.
+    keep_last: int = Field(default=0, ge=0)
     sqlite_path: Path = Path("./data/checkpoints.sqlite")
     postgres_url: str | None = None
     # Optional: the Redis password as its own secret, so the URL needs no encoding at all.
@@ -101,6 +108,11 @@ class CheckpointSettings(_Group):
     def _rules_across_fields(self) -> CheckpointSettings:
         if self.redis_password is not None:
             self.redis_url = urls.with_password(self.redis_url, self.redis_password)
+        if self.keep_last and self.backend != "redis":
+            raise ValueError(
+                "keep_last: implemented by the redis backend only; "
+                "unset it (0 keeps all) for CHECKPOINT_BACKEND=" + self.backend
+            )
         if self.backend == "postgres" and not self.postgres_url:
             raise ValueError("postgres_url: required when CHECKPOINT_BACKEND=postgres")
         if self.redis_wait_replicas and self.backend not in ("redis", "redis-stack"):

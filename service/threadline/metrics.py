@@ -37,6 +37,14 @@ CHECKPOINT_BUSY_SECONDS = Counter(
     "Wall time with at least one checkpoint operation in flight.",
     ["backend"],
 )
+# Bytes a checkpoint write sent to its store (the redis backend counts them; the others do not
+# report it). Divided by threadline_checkpoint_operations_total{op=...}: bytes per put, per
+# put_writes, which stay flat with conversation length when each message is stored once.
+CHECKPOINT_WRITTEN_BYTES = Counter(
+    "threadline_checkpoint_written_bytes_total",
+    "Serialized bytes sent to the checkpoint store by writes, by backend and operation.",
+    ["backend", "op"],
+)
 CHECKPOINT_ERRORS = Counter(
     "threadline_checkpoint_errors_total",
     "Checkpoint operations that raised, by backend and operation.",

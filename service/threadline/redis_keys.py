@@ -9,7 +9,7 @@ key                 type    holds
 ==================  ======  ==============================================================
 ``tl:{T}:idx``      ZSET    checkpoint index (:mod:`threadline.checkpoint.redis`)
 ``tl:{T}:cp``       HASH    checkpoint records
-``tl:{T}:blobs``    HASH    channel values, one per (channel, version)
+``tl:{T}:blobs``    HASH    channel values, one per (channel, version), and list items
 ``tl:{T}:widx``     ZSET    pending-write index
 ``tl:{T}:w``        HASH    pending-write records
 ``tl:{T}:lease``    STRING  the turn lease token (:mod:`threadline.lease`), PEXPIREd

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -133,3 +134,118 @@ async def test_list_pages_past_100_checkpoints_like_in_memory(
     assert [
         t[0]["configurable"]["checkpoint_id"] for t in await listed(saver, conf(thread_id, None), limit=150)
     ] == newest
+
+
+# --- message lists stored item by item (format 2) ---------------------------------------------
+
+
+class Conversation:
+    """A random walk over a thread's checkpoints, applied identically to several savers.
+
+    Each step puts a checkpoint whose ``messages`` list is its parent's plus zero to two new
+    messages (most steps), with one message replaced or removed, or a fork from an older
+    checkpoint; some steps change a second, scalar channel; some add pending writes. The
+    writer alternates between two redis savers with separate caches, so one of them often
+    extends a list it last saw a few versions ago (and meets the other's items).
+    """
+
+    def __init__(self, rng: random.Random, thread_id: str) -> None:
+        self.rng = rng
+        self.thread_id = thread_id
+        self.checkpoints: list[dict[str, Any]] = []  # every checkpoint put, oldest first
+        self.counter = 0
+
+    def message(self) -> Any:
+        self.counter += 1
+        kind = HumanMessage if self.counter % 2 else AIMessage
+        return kind(f"message {self.counter} " + "x" * self.rng.randint(0, 300), id=f"m{self.counter}")
+
+    def next_put(self) -> tuple[dict, dict, dict, dict]:
+        """``(config, checkpoint, metadata, new_versions)`` of the next put."""
+        rng = self.rng
+        roll = rng.random()
+        parent = self.checkpoints[-1] if self.checkpoints else None
+        if parent is not None and roll < 0.1:
+            parent = rng.choice(self.checkpoints)  # a fork (time travel)
+        old = list(parent["channel_values"].get("messages", [])) if parent else []
+        if old and roll > 0.93:
+            i = rng.randrange(len(old))
+            old[i] = type(old[i])(f"replaced {i}", id=old[i].id)
+        elif old and roll > 0.88:
+            del old[rng.randrange(len(old))]
+        elif old and roll > 0.85:
+            old = [m.model_copy() for m in old]  # equal, not identical: compared by value
+        new = old + [self.message() for _ in range(rng.choice([0, 1, 1, 2]))]
+        cp = empty_checkpoint()
+        versions = dict(parent["channel_versions"]) if parent else {}
+        values = dict(parent["channel_values"]) if parent else {}
+        changed = {}
+        if new != values.get("messages") or rng.random() < 0.3 or not parent:
+            changed["messages"] = new
+        if rng.random() < 0.3:
+            changed["count"] = rng.randint(0, 9)
+        for channel, value in changed.items():
+            values[channel] = value
+            versions[channel] = InMemorySaver().get_next_version(versions.get(channel), None)
+        cp["channel_values"], cp["channel_versions"] = values, versions
+        self.checkpoints.append(cp)
+        config = conf(self.thread_id, "", parent["id"] if parent else None)
+        return (
+            config,
+            cp,
+            {"source": "loop", "step": len(self.checkpoints)},
+            {c: versions[c] for c in changed},
+        )
+
+
+async def latest(s: BaseCheckpointSaver, thread_id: str, checkpoint_id: str | None = None) -> Any:
+    t = await s.aget_tuple(conf(thread_id, "", checkpoint_id))
+    return plain(t) if t else None
+
+
+@pytest.mark.parametrize(
+    ("cache_bytes", "second_format"),
+    [(DEFAULT_CACHE_BYTES, 2), (0, 2), (DEFAULT_CACHE_BYTES, 1)],
+    ids=["cache", "no-cache", "mixed-formats"],
+)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_reads_match_a_saver_without_the_optimisation(
+    redis_server: RedisServer, cache_bytes: int, second_format: int, seed: int
+) -> None:
+    """Reads of lists stored item by item equal InMemorySaver's, step by step, through both
+    writers and a third saver that never writes (cold reads, then warm ones of newer
+    versions)."""
+    rng = random.Random(seed)
+    thread_id = f"t-{uuid.uuid4()}"
+    url = redis_server.url(3)
+    savers = [
+        RedisCheckpointSaver.from_url(url, ttl_seconds=TTL, cache_bytes=cache_bytes),
+        RedisCheckpointSaver.from_url(url, ttl_seconds=TTL, cache_bytes=cache_bytes, format=second_format),
+        RedisCheckpointSaver.from_url(url, ttl_seconds=TTL, cache_bytes=cache_bytes),
+    ]
+    memory = InMemorySaver()
+    walk = Conversation(rng, thread_id)
+    try:
+        for step in range(150):
+            writer = savers[0] if rng.random() < 0.6 else savers[1]
+            config, cp, metadata, versions = walk.next_put()
+            stored = await writer.aput(config, cp, metadata, versions)
+            await memory.aput(config, cp, metadata, versions)
+            if rng.random() < 0.3:
+                writes = [("messages", [walk.message()]), ("count", step)]
+                await writer.aput_writes(stored, writes, f"task-{step}", "~0")
+                await memory.aput_writes(stored, writes, f"task-{step}", "~0")
+            expected = await latest(memory, thread_id)
+            for i, reader in enumerate(savers):
+                if i == 2 and rng.random() < 0.5:
+                    continue  # the reader lets a few versions go by, then catches up
+                assert await latest(reader, thread_id) == expected, (seed, step, i)
+            old = rng.choice(walk.checkpoints)["id"]
+            assert await latest(rng.choice(savers), thread_id, old) == await latest(memory, thread_id, old), (
+                seed,
+                step,
+            )
+        assert await listed(savers[2], conf(thread_id)) == await listed(memory, conf(thread_id)), seed
+    finally:
+        for s in savers:
+            await s.aclose()

@@ -190,6 +190,29 @@ def test_cache_default_is_the_savers() -> None:
     assert load(CheckpointSettings).redis_cache_mb * 2**20 == DEFAULT_CACHE_BYTES
 
 
+def test_redis_format_defaults_to_the_savers_and_refuses_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadline.checkpoint.redis.saver import LATEST_FORMAT
+
+    assert load(CheckpointSettings).redis_format == LATEST_FORMAT == 2
+    monkeypatch.setenv("CHECKPOINT_REDIS_FORMAT", "1")
+    assert load(CheckpointSettings).redis_format == 1
+    monkeypatch.setenv("CHECKPOINT_REDIS_FORMAT", "3")
+    with pytest.raises(ConfigError, match="CHECKPOINT_REDIS_FORMAT"):
+        load(CheckpointSettings)
+
+
+def test_keep_last_only_where_implemented(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load(CheckpointSettings).keep_last == 0
+    monkeypatch.setenv("CHECKPOINT_KEEP_LAST", "20")
+    with pytest.raises(ConfigError, match="CHECKPOINT_KEEP_LAST"):
+        load(CheckpointSettings)  # sqlite
+    monkeypatch.setenv("CHECKPOINT_BACKEND", "redis")
+    assert load(CheckpointSettings).keep_last == 20
+    monkeypatch.setenv("CHECKPOINT_KEEP_LAST", "-1")
+    with pytest.raises(ConfigError, match="CHECKPOINT_KEEP_LAST"):
+        load(CheckpointSettings)
+
+
 def test_env_name_of_every_checkpoint_field() -> None:
     names = {config.env_name(CheckpointSettings, f) for f in CheckpointSettings.model_fields}
     assert names == {
@@ -197,6 +220,8 @@ def test_env_name_of_every_checkpoint_field() -> None:
         "CHECKPOINT_REDIS_URL",
         "CHECKPOINT_REDIS_TTL",
         "CHECKPOINT_REDIS_CACHE_MB",
+        "CHECKPOINT_REDIS_FORMAT",
+        "CHECKPOINT_KEEP_LAST",
         "CHECKPOINT_SQLITE_PATH",
         "CHECKPOINT_REDIS_WAIT_REPLICAS",
         "CHECKPOINT_REDIS_WAIT_TIMEOUT_MS",

@@ -100,6 +100,8 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
         ttl_seconds=settings.redis_ttl,
         cache_bytes=settings.redis_cache_mb * 2**20,
         sentinel_password=settings.redis_sentinel_password,
+        format=settings.redis_format,
+        keep_last=settings.keep_last,
     )
     try:
         yield saver

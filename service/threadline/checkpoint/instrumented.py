@@ -7,6 +7,9 @@ error), and observes its duration in the read histogram (``get_tuple``, ``list``
 ``copy_thread``, ``prune``). ``op`` is the sync method name for both twins (``aput`` → ``put``).
 ``threadline_checkpoint_busy_seconds_total`` adds the wall time during which at least one
 operation was in flight (overlapping operations counted once).
+``threadline_checkpoint_written_bytes_total{backend,op}`` adds the bytes a write sent to the
+store, for savers that count them in a ``written_bytes`` mapping (op → bytes so far; the
+``redis`` saver does).
 
 ``list``/``alist`` are iterators: one call is one observation of the time spent *inside the
 inner iterator* (summed over its items until it is exhausted or closed), not the time the
@@ -37,6 +40,7 @@ from threadline.metrics import (
     CHECKPOINT_OPERATIONS,
     CHECKPOINT_READ_SECONDS,
     CHECKPOINT_WRITE_SECONDS,
+    CHECKPOINT_WRITTEN_BYTES,
 )
 
 _EXTENDED = ("delete_for_runs", "copy_thread", "prune")
@@ -78,6 +82,9 @@ class InstrumentedSaver(BaseCheckpointSaver):
         self._inner = inner
         self._backend = backend
         self._busy = _busy_clock(backend)
+        # What the inner saver's written_bytes held at the last report, per op.
+        self._written_seen: dict[str, int] = {}
+        self._written_lock = threading.Lock()
 
     @property
     def inner(self) -> BaseCheckpointSaver:
@@ -138,6 +145,18 @@ class InstrumentedSaver(BaseCheckpointSaver):
         finally:
             histogram.labels(self._backend).observe(self._busy.stop() - start)
             CHECKPOINT_OPERATIONS.labels(self._backend, op).inc()
+            self._report_written(op)
+
+    def _report_written(self, op: str) -> None:
+        written = getattr(self._inner, "written_bytes", None)
+        if not isinstance(written, dict) or op not in written:
+            return
+        with self._written_lock:  # overlapping writes: each byte is reported once
+            now = written[op]
+            delta = now - self._written_seen.get(op, 0)
+            self._written_seen[op] = now
+        if delta > 0:
+            CHECKPOINT_WRITTEN_BYTES.labels(self._backend, op).inc(delta)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
         spent = 0.0

@@ -18,17 +18,21 @@ shared: like LangGraph's own channels, this relies on state values not being mut
 Bounded by the serialized size of what it holds (``max_bytes``; decoded messages take ~6x
 that in memory: 26 KB serialized, 157 KB decoded for 100 messages); whole threads are evicted,
 least recently used first, and only the newest version of each channel is kept.
+
+For a list stored item by item (format 2) an entry also holds its segments: the next put
+stores only what was appended to the cached value, and a read of a newer version of the list
+fetches only the items past the cached ones.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
-from threadline.checkpoint.redis.records import NO_VALUE, unversioned
+from threadline.checkpoint.redis.records import NO_VALUE, Segment, unversioned
 
-__all__ = ["MISS", "NO_VALUE", "BlobCache"]
+__all__ = ["MISS", "NO_VALUE", "BlobCache", "Entry"]
 
 # What :meth:`BlobCache.get` returns for a field it does not hold.
 MISS = object()
@@ -40,6 +44,15 @@ def _fresh(value: Any) -> Any:
     return value
 
 
+class Entry(NamedTuple):
+    """What the cache holds for one channel of one thread."""
+
+    field: bytes  # the version's blob field
+    value: Any
+    size: int  # serialized bytes
+    segments: tuple[Segment, ...] | None  # None: stored whole
+
+
 class BlobCache:
     """Decoded blobs by ``(thread_id, blob field)``.
 
@@ -49,8 +62,8 @@ class BlobCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        # thread id -> {field without its version -> (field, value, size)}
-        self._threads: OrderedDict[str, dict[bytes, tuple[bytes, Any, int]]] = OrderedDict()
+        # thread id -> {field without its version -> entry}
+        self._threads: OrderedDict[str, dict[bytes, Entry]] = OrderedDict()
         self._bytes = 0
         # The saver's sync twins may run in worker threads next to the event loop.
         self._lock = threading.Lock()
@@ -67,14 +80,39 @@ class BlobCache:
         with self._lock:
             channels = self._threads.get(thread_id)
             entry = channels.get(unversioned(field)) if channels else None
-            if entry is None or entry[0] != field:
+            if entry is None or entry.field != field:
                 return MISS
             self._threads.move_to_end(thread_id)
-            return _fresh(entry[1])
+            return _fresh(entry.value)
 
-    def put(self, thread_id: str, field: bytes, value: Any, size: int) -> None:
+    def held(self, thread_id: str) -> dict[bytes, Any]:
+        """Every value held for ``thread_id`` by blob field (copies of containers), at once: a
+        reader that told Redis it holds them must not lose one to an eviction meanwhile."""
+        with self._lock:
+            channels = self._threads.get(thread_id)
+            if not channels:
+                return {}
+            self._threads.move_to_end(thread_id)
+            return {entry.field: _fresh(entry.value) for entry in channels.values()}
+
+    def latest(self, thread_id: str, field: bytes) -> Entry | None:
+        """The entry of ``field``'s channel, whatever its version; its value is *not* a copy
+        (to compare with, not to hand out)."""
+        with self._lock:
+            channels = self._threads.get(thread_id)
+            return channels.get(unversioned(field)) if channels else None
+
+    def put(
+        self,
+        thread_id: str,
+        field: bytes,
+        value: Any,
+        size: int,
+        segments: tuple[Segment, ...] | None = None,
+    ) -> None:
         """Remember ``value`` (:data:`NO_VALUE` for an empty blob) as the content of ``field``,
-        replacing an older version of the same channel."""
+        replacing an older version of the same channel; ``segments`` if it is a list stored
+        item by item."""
         if size > self.max_bytes:
             return
         with self._lock:
@@ -82,16 +120,16 @@ class BlobCache:
             self._threads.move_to_end(thread_id)
             old = channels.get(key := unversioned(field))
             if old is not None:
-                self._bytes -= old[2]
-            channels[key] = (field, _fresh(value), size)
+                self._bytes -= old.size
+            channels[key] = Entry(field, _fresh(value), size, segments)
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _thread, evicted = self._threads.popitem(last=False)
-                self._bytes -= sum(entry[2] for entry in evicted.values())
+                self._bytes -= sum(entry.size for entry in evicted.values())
 
     def drop(self, thread_id: str) -> None:
         """Forget a thread (it was deleted: nothing will name its blobs again)."""
         with self._lock:
             channels = self._threads.pop(thread_id, None)
             if channels:
-                self._bytes -= sum(entry[2] for entry in channels.values())
+                self._bytes -= sum(entry.size for entry in channels.values())

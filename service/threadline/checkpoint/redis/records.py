@@ -3,8 +3,9 @@
 The keys are named in :mod:`threadline.redis_keys` (the one key schema the lease and the
 sessions share). Every key of one thread shares the hash tag ``{thread_id}``, so one Lua script
 may touch all of them, also on Redis Cluster. A thread has a *fixed* set of keys however long
-it lives (not one key per checkpoint), so refreshing the TTL on each write costs a constant six
-EXPIREs:
+it lives (not one key per checkpoint), so refreshing the TTL costs a constant six EXPIREs, done
+only when a key a script wrote has lost more than a minute of it (a tenth of a TTL under ten
+minutes; one PTTL per write):
 
 ==================  ======  ==============================================================
 key                 type    holds
@@ -14,7 +15,10 @@ key                 type    holds
                             the latest of a namespace is one ZREVRANGEBYLEX
 ``tl:{T}:cp``       HASH    ``ns\\0checkpoint_id`` → checkpoint record (below)
 ``tl:{T}:blobs``    HASH    ``ns\\0channel\\0version`` → ``type\\0bytes``: one blob per
-                            (channel, version), so a put writes only the changed channels
+                            (channel, version), so a put writes only the changed channels;
+                            for a list stored item by item (format 2) that blob is a
+                            descriptor ``tl-seg\\0lineage\\0start\\0end…`` and the items are
+                            ``ns\\0channel\\0lineage\\0position`` → ``type\\0bytes``
 ``tl:{T}:widx``     ZSET    score 0, member ``ns\\0checkpoint_id\\0task_id\\0idx``: finds one
                             checkpoint's pending writes by range, without scanning
 ``tl:{T}:w``        HASH    same member → write record
@@ -32,6 +36,11 @@ checkpoint bytes, metadata type, metadata bytes, parent id``: the scripts read o
 ``k`` blob field names (the checkpoint's ``channel_versions``, which Python then fetches with
 one HMGET); Python reads the rest. A write record is ``task_id, channel, type,
 bytes, task_path, idx``.
+
+Format 2 (ADR 0007) changes only what a list-valued channel's blob holds: the list is a
+sequence of segments of *lineages*, runs of items each stored once, named by the version that
+started the lineage; a put appends a step's new items to the lineage of the version it
+extends. Records, writes and every other blob are as in format 1, which is still read.
 """
 
 from __future__ import annotations
@@ -42,7 +51,6 @@ from typing import Any, NamedTuple
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
@@ -56,6 +64,16 @@ SEP = "\x00"
 # The configurable key a turn passes its lease token in (see RedisCheckpointSaver.aput).
 FENCING_TOKEN = "fencing_token"
 _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemorySaver stores it)
+# Its stored size (``empty\0``): retention takes a blob of this size for no value.
+EMPTY_BLOB_BYTES = 6
+# Type tag of a descriptor blob (a list stored item by item). Not a serde type: a release
+# that predates format 2 fails loudly on it (serde: "Unknown serialization type") instead of
+# reading the channel as empty.
+SEGMENTS_TYPE = b"tl-seg"
+# Descriptors are never longer than this (at most MAX_SEGMENTS segments of ~60 bytes); the
+# scripts read only blobs up to this size, so big values never pass through Lua.
+DESCRIPTOR_MAX_BYTES = 2048
+MAX_SEGMENTS = 16
 # The decoded form of an ``_EMPTY`` blob: the checkpoint has no value for that channel.
 NO_VALUE: Any = object()
 
@@ -159,28 +177,23 @@ class Blob(NamedTuple):
     value: Any  # NO_VALUE for a channel without a value
 
 
-def encode_put(
+def encode_record(
     serde: SerializerProtocol,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-) -> tuple[bytes, list[Blob]]:
-    """Serialize one put: its checkpoint record and the blobs of its changed channels.
-
-    Only channels in ``new_versions`` get a blob: an unchanged channel keeps pointing at the
-    blob an earlier checkpoint wrote for the same version.
-    """
+) -> bytes:
+    """The checkpoint record of one put (its channel values go to blobs, see below)."""
     _thread_id, ns, parent_id = thread_ns_id(config)
     stripped = checkpoint.copy()
-    values: dict[str, Any] = stripped.pop("channel_values")  # type: ignore[misc]
+    stripped.pop("channel_values")  # type: ignore[misc]
     md = get_checkpoint_metadata(config, metadata)
     # The token is a per-turn control value, not a property of the checkpoint.
     md.pop(FENCING_TOKEN, None)  # type: ignore[misc]
     fields = [blob_field(ns, ch, v).encode() for ch, v in stripped["channel_versions"].items()]
     cp_type, cp_bytes = serde.dumps_typed(stripped)
     md_type, md_bytes = serde.dumps_typed(md)
-    record = pack(
+    return pack(
         [
             b"%d" % len(fields),
             *fields,
@@ -191,12 +204,71 @@ def encode_put(
             (parent_id or "").encode(),
         ]
     )
-    blobs: list[Blob] = []
-    for channel, version in new_versions.items():
-        value = values.get(channel, NO_VALUE)
-        typed = _EMPTY if value is NO_VALUE else serde.dumps_typed(value)
-        blobs.append(Blob(blob_field(ns, channel, version).encode(), _typed(typed), value))
-    return record, blobs
+
+
+def encode_blob(serde: SerializerProtocol, field: bytes, value: Any) -> Blob:
+    """The whole-value blob of one channel version (``value`` may be :data:`NO_VALUE`)."""
+    typed = _EMPTY if value is NO_VALUE else serde.dumps_typed(value)
+    return Blob(field, _typed(typed), value)
+
+
+# --- list values stored item by item (format 2) ---------------------------------------------
+
+
+class Segment(NamedTuple):
+    """Positions ``start <= i < end`` of a list value, stored in lineage ``lineage``."""
+
+    lineage: bytes
+    start: int
+    end: int
+
+
+def item_field(channel_key: bytes, lineage: bytes, position: int) -> bytes:
+    """The blobs-hash field of one list item: ``ns\0channel\0lineage\0position``.
+
+    Four parts, where a version's field has three: the two never collide.
+    """
+    return b"%s\x00%s\x00%d" % (channel_key, lineage, position)
+
+
+def encode_item(serde: SerializerProtocol, value: Any) -> bytes:
+    return _typed(serde.dumps_typed(value))
+
+
+def decode_item(serde: SerializerProtocol, raw: bytes) -> Any:
+    return serde.loads_typed(_untyped(raw))
+
+
+def encode_segments(segments: Sequence[Segment]) -> bytes:
+    """The descriptor blob of a list stored item by item (see :data:`SEGMENTS_TYPE`)."""
+    parts = [SEGMENTS_TYPE]
+    for seg in segments:
+        parts += [seg.lineage, b"%d" % seg.start, b"%d" % seg.end]
+    return b"\x00".join(parts) + (b"\x00" if not segments else b"")
+
+
+def shared_prefix(a: Sequence[Segment], b: Sequence[Segment]) -> int:
+    """How many first items two lists described by segments share for certain.
+
+    An item is named by (lineage, position) and never rewritten (see the drop script), so
+    equal names mean equal items.
+    """
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x.lineage != y.lineage or x.start != y.start:
+            return n
+        n = min(x.end, y.end)
+        if x.end != y.end:
+            return n
+    return n
+
+
+def decode_segments(raw: bytes) -> list[Segment] | None:
+    """The segments of a descriptor blob, or None if ``raw`` is a whole value."""
+    if not raw.startswith(SEGMENTS_TYPE + b"\x00"):
+        return None
+    parts = raw[len(SEGMENTS_TYPE) + 1 :].split(b"\x00")
+    return [Segment(parts[i], int(parts[i + 1]), int(parts[i + 2])) for i in range(0, len(parts) - 2, 3)]
 
 
 def encode_writes(
@@ -250,6 +322,11 @@ def blob_fields_of(record: bytes) -> list[bytes]:
     return items[1 : 1 + int(items[0])]
 
 
+def parent_of(record: bytes) -> str:
+    """The parent checkpoint id in a checkpoint record (``""``: none)."""
+    return unpack(record)[-1].decode()
+
+
 def decode_blob(serde: SerializerProtocol, raw: bytes) -> Any:
     """The channel value a blob holds, or :data:`NO_VALUE`."""
     typed = _untyped(raw)
@@ -274,11 +351,11 @@ def decode_tuple(
     """Build a CheckpointTuple.
 
     Args:
-        entry: one ``load`` script reply ``[checkpoint_id, record, write records]``.
+        entry: one ``load`` script reply ``[checkpoint_id, record, write records, …]``.
         values: the checkpoint's channel values, decoded from the blobs its record names
             (channels without a value left out).
     """
-    raw_id, record, write_records = entry
+    raw_id, record, write_records = entry[:3]
     checkpoint_id = raw_id.decode()
     items = unpack(record)
     cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + int(items[0]) :]

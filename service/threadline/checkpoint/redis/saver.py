@@ -27,9 +27,9 @@ the run's ``configurable`` through to every ``aput``/``aput_writes`` (verified i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio as aioredis
@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
 )
 from langgraph.checkpoint.memory import InMemorySaver
@@ -50,21 +51,36 @@ from threadline import redis_client
 from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis.cache import MISS, BlobCache
 from threadline.checkpoint.redis.records import (
+    EMPTY_BLOB_BYTES,
+    MAX_SEGMENTS,
     NO_VALUE,
+    Blob,
+    Segment,
+    blob_field,
     blob_fields_of,
     channel_values,
     checkpoint_config,
     decode_blob,
+    decode_item,
     decode_metadata,
+    decode_segments,
     decode_tuple,
-    encode_put,
+    decode_writes,
+    encode_blob,
+    encode_item,
+    encode_record,
+    encode_segments,
     encode_writes,
     fencing_token,
+    item_field,
     member,
     metadata_matches,
     ns_range,
+    parent_of,
+    shared_prefix,
     split_member,
     thread_ns_id,
+    unversioned,
 )
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.redis_keys import INDEX_KEY_PATTERN, ThreadKeys, thread_id_of_index_key
@@ -115,6 +131,33 @@ Op = Generator[Step, Any, Any]
 _PAGE = 100
 # Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
 DEFAULT_CACHE_BYTES = 16 * 2**20
+# What put writes by default (CHECKPOINT_REDIS_FORMAT); see the class.
+LATEST_FORMAT = 2
+# With keep_last, a thread is trimmed once it holds this many checkpoints more than it keeps:
+# the drop script reads every record and blob field name of the thread, so it runs once per
+# ~3 turns of a MessagesState graph (3 checkpoints a turn), not on every put.
+RETAIN_BATCH = 10
+# Attempts of one put: an extension can meet a fork (then a lineage of its own) and then
+# find its base pruned (then the list whole).
+_PUT_ATTEMPTS = 3
+
+
+class _ListPut(NamedTuple):
+    """How one put stores one list value item by item."""
+
+    field: bytes  # the version's field: holds the descriptor
+    value: list[Any]
+    size: int  # serialized bytes of all its items
+    segments: tuple[Segment, ...]
+    fresh: list[tuple[bytes, bytes]]  # items of a new lineage: plain HSET
+    appended: list[tuple[bytes, bytes]]  # items appended to an existing lineage: by the script
+    must_exist: bytes | None  # the last item of the list it extends
+
+
+def _extends(old: list[Any], new: list[Any]) -> bool:
+    """``new`` starts with the items of ``old`` (identity first: add_messages keeps the
+    message objects, so a 600-message prefix compares in ~20 us)."""
+    return len(new) >= len(old) and all(a is b or a == b for a, b in zip(old, new, strict=False))
 
 
 class RedisCheckpointSaver(BaseCheckpointSaver[str]):
@@ -126,10 +169,19 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         sync_client: needed only for the sync methods (tools, scripts).
         serde: defaults to LangGraph's ``JsonPlusSerializer``.
         cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.redis.cache`),
-            in serialized bytes; 0 turns it off.
+            in serialized bytes; 0 turns it off (and with it format 2's deltas: a list is
+            then stored whole at each version, as in format 1).
+        format: what ``put`` writes (both are always read). 2: a list value is stored item by
+            item, each item once, when it extends the version this process holds; 1: every
+            value whole, readable by releases before format 2 (``CHECKPOINT_REDIS_FORMAT``).
+        keep_last: 0 keeps every checkpoint; N keeps the N newest of each namespace of a
+            thread, plus every older one the delta chain of a kept one needs (see
+            :meth:`aretain`), trimming once a thread holds ``RETAIN_BATCH`` more
+            (``CHECKPOINT_KEEP_LAST``).
 
     Raises:
-        ValueError: a client decodes responses, or ``ttl_seconds`` is not positive.
+        ValueError: a client decodes responses, ``ttl_seconds`` is not positive, an unknown
+            ``format``, or a negative ``keep_last``.
     """
 
     # String versions "<counter>.<random>" like the in-memory, SQLite and Postgres savers.
@@ -143,14 +195,25 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         sync_client: redis.Redis | None = None,
         serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        format: int = LATEST_FORMAT,
+        keep_last: int = 0,
     ) -> None:
         super().__init__(serde=serde)
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
+        if format not in (1, 2):
+            raise ValueError("format must be 1 or 2")
         for c in (client, sync_client):
             if c is not None and c.get_connection_kwargs().get("decode_responses"):
                 raise ValueError("RedisCheckpointSaver needs clients with decode_responses=False")
         self.ttl_seconds = ttl_seconds
+        self.format = format
+        if keep_last < 0:
+            raise ValueError("keep_last must be 0 (keep all) or positive")
+        self.keep_last = keep_last
+        # Serialized bytes sent to Redis by write operations, by op (put, put_writes): what
+        # the metrics wrapper reports as threadline_checkpoint_written_bytes_total.
+        self.written_bytes: dict[str, int] = {"put": 0, "put_writes": 0}
         self._client = client
         self._sync_client = sync_client
         self._owns_clients = False
@@ -167,6 +230,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         *,
         ttl_seconds: int,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        format: int = LATEST_FORMAT,
+        keep_last: int = 0,
         sentinel_password: str | None = None,
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
@@ -177,7 +242,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         Args:
             url: ``redis://``, ``rediss://`` (any db number), ``redis+sentinel://`` or
                 ``redis+cluster://`` URL (:mod:`threadline.urls`).
-            ttl_seconds, cache_bytes: see the class.
+            ttl_seconds, cache_bytes, format, keep_last: see the class.
             sentinel_password: the sentinels' own password (``REDIS_SENTINEL_PASSWORD``).
 
         Returns:
@@ -188,6 +253,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             ttl_seconds=ttl_seconds,
             sync_client=redis_client.sync_client(url, sentinel_password=sentinel_password),
             cache_bytes=cache_bytes,
+            format=format,
+            keep_last=keep_last,
         )
         saver._owns_clients = True
         return saver
@@ -204,27 +271,85 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     def _op_load(self, thread_id: str, wanted: Sequence[tuple[str, str]], remember: bool = True) -> Op:
         """Tuples for ``(ns, checkpoint_id)`` pairs (``""`` id: latest), None where absent.
 
-        At most two round trips however many: the load script, then one HMGET per checkpoint
-        for the channel blobs the cache does not hold, pipelined (none when it holds them all).
-        Fetched blobs are cached when ``remember`` (not while listing history, which would
-        push the latest versions out).
+        At most two round trips however many: the load script (records, pending writes, list
+        descriptors), then one HMGET per checkpoint for the whole values and list items the
+        cache does not hold, pipelined (none when it holds them all). Fetched values are
+        cached when ``remember`` (not while listing history, which would push the latest
+        versions out).
         """
         keys = ThreadKeys.of(thread_id)
-        entries = yield Script("load", keys.data, [x for pair in wanted for x in pair])
-        # Per checkpoint found: each blob field its record names -> the cached value, or MISS.
-        blobs = [
-            {f: self.cache.get(thread_id, f) for f in blob_fields_of(e[1])} if e else {} for e in entries
-        ]
-        missing = [[f for f, value in b.items() if value is MISS] for b in blobs]
-        hmgets = [("HMGET", keys.blobs, *m) for m in missing if m]
+        # The fields whose values this process holds need no descriptor from the script: on a
+        # warm read that spares it an HSTRLEN (and an HGET of small blobs) per channel.
+        held = self.cache.held(thread_id)
+        entries = yield Script("load", keys.data, [len(held), *held, *(x for pair in wanted for x in pair)])
+        plans = [self._read_plan(thread_id, blob_fields_of(e[1]), e[3], held) if e else {} for e in entries]
+        fetch = [[f for how in plan.values() for f in how[-1]] for plan in plans]
+        hmgets = [("HMGET", keys.blobs, *f) for f in fetch if f]
         replies = iter((yield Commands(hmgets)) if hmgets else ())
-        for b, m in zip(blobs, missing, strict=True):
-            for field, raw in zip(m, next(replies) if m else (), strict=True):
-                b[field] = self._decoded(thread_id, field, raw, remember)
-        return [
-            decode_tuple(self.serde, thread_id, ns, e, channel_values(b, ns)) if e else None
-            for (ns, _id), e, b in zip(wanted, entries, blobs, strict=True)
-        ]
+        out: list[CheckpointTuple | None] = []
+        for (ns, _id), entry, plan, fields in zip(wanted, entries, plans, fetch, strict=True):
+            if not entry:
+                out.append(None)
+                continue
+            fetched = dict(zip(fields, next(replies), strict=True)) if fields else {}
+            values = {f: self._assemble(thread_id, f, how, fetched, remember) for f, how in plan.items()}
+            out.append(decode_tuple(self.serde, thread_id, ns, entry, channel_values(values, ns)))
+        return out
+
+    def _read_plan(
+        self,
+        thread_id: str,
+        fields: Sequence[bytes],
+        flat_descriptors: Sequence[bytes],
+        held: dict[bytes, Any] | None = None,
+    ) -> dict[bytes, tuple[str, Any, list[bytes]]]:
+        """Per blob field: ``(kind, detail, fields to fetch)``, kind ``cached`` (detail: the
+        value), ``whole`` or ``list`` (detail: segments, the cached entry of another version
+        of the list, how many first items it gives). ``flat_descriptors``: ``field,
+        descriptor, …`` as the scripts return them; ``held``: values taken from the cache
+        before the script ran (their descriptors were not asked for)."""
+        descriptors = dict(zip(flat_descriptors[::2], flat_descriptors[1::2], strict=True))
+        plan: dict[bytes, tuple[str, Any, list[bytes]]] = {}
+        for field in fields:
+            cached = held[field] if held and field in held else self.cache.get(thread_id, field)
+            if cached is not MISS:
+                plan[field] = ("cached", cached, [])
+            elif field not in descriptors:
+                plan[field] = ("whole", None, [field])
+            else:
+                segments = tuple(decode_segments(descriptors[field]) or ())
+                base = self.cache.latest(thread_id, field)
+                have = shared_prefix(base.segments, segments) if base and base.segments is not None else 0
+                key = unversioned(field)
+                items = [
+                    item_field(key, s.lineage, i) for s in segments for i in range(max(s.start, have), s.end)
+                ]
+                plan[field] = ("list", (segments, base, have), items)
+        return plan
+
+    def _assemble(
+        self,
+        thread_id: str,
+        field: bytes,
+        plan: tuple[str, Any, list[bytes]],
+        fetched: dict[bytes, Any],
+        remember: bool,
+    ) -> Any:
+        kind, detail, fields = plan
+        if kind == "cached":
+            return detail
+        if kind == "whole":
+            return self._decoded(thread_id, field, fetched[field], remember)
+        segments, base, have = detail
+        raws = [fetched[f] for f in fields]
+        if any(raw is None for raw in raws):  # deleted between the load and the HMGET
+            return NO_VALUE
+        value = [*(base.value[:have] if have else ()), *(decode_item(self.serde, raw) for raw in raws)]
+        if remember:
+            # A base's size is known for all of it only: prorate when a prefix is used.
+            size = (base.size * have // max(1, len(base.value)) if have else 0) + sum(map(len, raws))
+            self.cache.put(thread_id, field, value, size, segments)
+        return value
 
     def _decoded(self, thread_id: str, field: bytes, raw: bytes | None, remember: bool) -> Any:
         if raw is None:  # not in Redis: the checkpoint has no value for this channel
@@ -247,21 +372,162 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Op:
         thread_id, ns, _parent = thread_ns_id(config)
-        record, blobs = encode_put(self.serde, config, checkpoint, metadata, new_versions)
+        record = encode_record(self.serde, config, checkpoint, metadata)
         keys = ThreadKeys.of(thread_id)
-        args = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
-        if not blobs:
-            stored = yield Script("put", keys, args)
-        else:
-            put = Script("put", keys, [*args, *(b.field for b in blobs)])
-            hset = ("HSET", keys.blobs, *(x for b in blobs for x in (b.field, b.data)))
-            stored = (yield Commands([hset, put], transaction=True))[-1]
-        if not stored:
-            raise FencedError(thread_id)
+        head = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
+        values = checkpoint["channel_values"]
+        blobs: list[Blob] = []
+        as_lists: dict[bytes, Any] = {}
+        for channel, version in new_versions.items():
+            field, value = blob_field(ns, channel, version).encode(), values.get(channel, NO_VALUE)
+            # Lists (add_messages, operator.add) only: a list subclass may not survive items.
+            if self.format >= 2 and self.cache.max_bytes and type(value) is list:
+                as_lists[field] = value
+            else:
+                blobs.append(encode_blob(self.serde, field, value))
+        mode = "extend"
+        for _attempt in range(_PUT_ATTEMPTS):
+            lists = [self._plan_list(thread_id, f, v, mode) for f, v in as_lists.items()]
+            plain = [(b.field, b.data) for b in blobs]
+            for lp in lists:
+                plain += [(lp.field, encode_segments(lp.segments)), *lp.fresh]
+            musts = [lp.must_exist for lp in lists if lp.must_exist is not None]
+            appends = [lp.appended for lp in lists if lp.appended]
+            args = [*head, len(plain), *(f for f, _ in plain), len(musts), *musts, len(appends)]
+            for items in appends:
+                args += [len(items), *(x for pair in items for x in pair)]
+            commands: list[Any] = [Script("put", keys, args)]
+            if plain:
+                commands.insert(0, ("HSET", keys.blobs, *(x for pair in plain for x in pair)))
+            if self.keep_last:
+                commands.append(("ZCARD", keys.idx))
+            if len(commands) == 1:
+                stored, count = (yield commands[0]), 0
+            else:
+                replies = yield Commands(commands, transaction=True)
+                stored, count = replies[1 if plain else 0], replies[-1] if self.keep_last else 0
+            self.written_bytes["put"] += (
+                len(record)
+                + sum(len(d) for _, d in plain)
+                + sum(len(d) for items in appends for _, d in items)
+            )
+            if stored == 1:
+                break
+            if not stored:
+                raise FencedError(thread_id)
+            # -2: a fork met items of another checkpoint; -1: the list it extends is gone.
+            mode = "fork" if stored == -2 and mode == "extend" else "whole"
+        else:  # pragma: no cover - "whole" has nothing to meet
+            raise RuntimeError(f"checkpoint put to thread {thread_id!r} did not settle")
         # Only what Redis now holds: a fenced put took its blobs out again.
         for blob in blobs:
             self.cache.put(thread_id, blob.field, blob.value, len(blob.data))
+        for lp in lists:
+            self.cache.put(thread_id, lp.field, lp.value, lp.size, lp.segments)
+        if self.keep_last and count > self.keep_last + RETAIN_BATCH:
+            yield from self._op_retain(thread_id, self.keep_last)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _op_retain(self, thread_id: str, keep: int) -> Op:
+        """Drop all but the ``keep`` newest checkpoints of each namespace of a thread.
+
+        Kept as well: every ancestor a kept checkpoint's delta chain needs. A channel without
+        a value at a kept checkpoint (an ``empty`` blob, which is what a ``DeltaChannel``
+        stores between snapshots) keeps the parent chain back to the nearest checkpoint that
+        has a value for it, so ``get_delta_channel_history`` still finds its seed and the
+        writes after it. The newest checkpoint of a namespace holds its pending writes and
+        interrupts, and is always kept.
+        """
+        keys = ThreadKeys.of(thread_id)
+        (records,) = yield Commands([("HGETALL", keys.cp)])
+        by_ns: dict[str, list[str]] = {}
+        for m in records:
+            ns, checkpoint_id = split_member(m)
+            by_ns.setdefault(ns, []).append(checkpoint_id)
+        kept = {member(ns, i).encode() for ns, ids in by_ns.items() for i in sorted(ids)[-keep:]}
+        if len(kept) == len(records):
+            return
+        fields = sorted({f for record in records.values() for f in blob_fields_of(record)})
+        sizes = yield Commands([("HSTRLEN", keys.blobs, f) for f in fields])
+        # 6 bytes is ``empty\0`` or (rarely) an empty bytes value: taken as empty, which keeps more
+        empty = {f for f, n in zip(fields, sizes, strict=True) if n in (0, EMPTY_BLOB_BYTES)}
+        for start in list(kept):
+            ns = split_member(start)[0]
+            waiting = {unversioned(f) for f in blob_fields_of(records[start]) if f in empty}
+            parent = parent_of(records[start])
+            while waiting and parent:
+                m = member(ns, parent).encode()
+                if m not in records:
+                    break
+                kept.add(m)
+                waiting -= {unversioned(f) for f in blob_fields_of(records[m]) if f not in empty}
+                parent = parent_of(records[m])
+        doomed = [m for m in records if m not in kept]
+        if doomed:
+            yield Script("drop", keys.data, doomed)
+
+    def _op_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Op:
+        """What ``get_delta_channel_history`` returns, in at most two round trips: the walk
+        script (ancestors' writes, seed fields and descriptors), then one HMGET of the seeds'
+        whole values and list items the cache does not hold."""
+        if not channels:
+            return {}
+        thread_id, ns, checkpoint_id = thread_ns_id(config)
+        keys = ThreadKeys.of(thread_id)
+        ancestors, flat_seeds, descriptors = yield Script(
+            "delta_history", keys.data, [ns, checkpoint_id or "", *channels]
+        )
+        seeds = {
+            flat_seeds[i].decode(): (int(flat_seeds[i + 1]), flat_seeds[i + 2])
+            for i in range(0, len(flat_seeds), 3)
+        }
+        plan = self._read_plan(thread_id, [f for _depth, f in seeds.values()], descriptors)
+        fetch = [f for how in plan.values() for f in how[-1]]
+        fetched: dict[bytes, Any] = {}
+        if fetch:
+            (raws,) = yield Commands([("HMGET", keys.blobs, *fetch)])
+            fetched = dict(zip(fetch, raws, strict=True))
+        values = {f: self._assemble(thread_id, f, how, fetched, False) for f, how in plan.items()}
+        writes = [decode_writes(self.serde, records) for _id, records in ancestors]
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            depth, field = seeds.get(channel, (len(ancestors), None))
+            # ancestors come newest first; the seed's own writes belong to the history
+            entry: DeltaChannelHistory = {
+                "writes": [w for ws in reversed(writes[:depth]) for w in ws if w[1] == channel]
+            }
+            if field is not None and values[field] is not NO_VALUE:
+                entry["seed"] = values[field]
+            result[channel] = entry
+        return result
+
+    def _plan_list(self, thread_id: str, field: bytes, value: list[Any], mode: str) -> _ListPut:
+        """Store ``value`` as what it appends to the version this process holds of the same
+        list (``mode`` ``extend``), in a lineage of its own after that version's items
+        (``fork``), or all its items in a new lineage (``whole``, or nothing to build on)."""
+        key = unversioned(field)
+        lineage = field[len(key) + 1 :]  # the version: unique, so a new lineage is free
+        base = self.cache.latest(thread_id, field) if mode != "whole" else None
+        if base is not None and base.segments is not None and _extends(base.value, value):
+            n, segments = len(base.value), list(base.segments)
+            tail = [encode_item(self.serde, item) for item in value[n:]]
+            size = base.size + sum(map(len, tail))
+            must = item_field(key, segments[-1].lineage, n - 1) if segments else None
+            if not tail:
+                return _ListPut(field, value, base.size, tuple(segments), [], [], must)
+            if segments and mode == "extend":
+                last = segments[-1]
+                segments[-1] = Segment(last.lineage, last.start, len(value))
+                appended = [(item_field(key, last.lineage, n + i), raw) for i, raw in enumerate(tail)]
+                return _ListPut(field, value, size, tuple(segments), [], appended, must)
+            if len(segments) < MAX_SEGMENTS:
+                segments.append(Segment(lineage, n, len(value)))
+                fresh = [(item_field(key, lineage, n + i), raw) for i, raw in enumerate(tail)]
+                return _ListPut(field, value, size, tuple(segments), fresh, [], must)
+        items = [encode_item(self.serde, item) for item in value]
+        fresh = [(item_field(key, lineage, i), raw) for i, raw in enumerate(items)]
+        segments = (Segment(lineage, 0, len(value)),) if value else ()
+        return _ListPut(field, value, sum(map(len, items)), segments, fresh, [], None)
 
     def _op_put_writes(
         self,
@@ -273,6 +539,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         thread_id = thread_ns_id(config)[0]
         triples = encode_writes(self.serde, config, writes, task_id, task_path)
         args = [self.ttl_seconds, fencing_token(config), *triples]
+        self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])
         if not (yield Script("put_writes", ThreadKeys.of(thread_id), args)):
             raise FencedError(thread_id)
 
@@ -374,14 +641,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 yield Commands([("DEL", *keys.data)])
                 continue
-            (members,) = yield Commands([("ZRANGE", keys.idx, 0, -1)])
-            latest: dict[str, bytes] = {}
-            for m in members:  # ascending, so the last one of each namespace wins
-                latest[split_member(m)[0]] = m
-            kept = set(latest.values())
-            doomed = [m for m in members if m not in kept]
-            if doomed:
-                yield Script("drop", keys.data, doomed)
+            # The latest of each namespace, and what its delta chains need (see _op_retain).
+            yield from self._op_retain(thread_id, 1)
 
     # --- drivers -------------------------------------------------------------------------------
 
@@ -616,8 +877,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Drop old checkpoints of threads, with their writes and unreferenced blobs.
 
-        Not ``DeltaChannel``-aware: ``keep_latest`` keeps only the latest checkpoint of each
-        namespace (threadline's graphs use no delta channels).
+        ``keep_latest`` keeps the latest checkpoint of each namespace and, as
+        :meth:`aretain` does, the ancestors its ``DeltaChannel`` chains need (the parent chain
+        back to each valueless channel's nearest value), so a delta channel never reads as
+        empty after a prune.
 
         Args:
             thread_ids: the threads.
@@ -629,7 +892,60 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """
         await self._run_async(self._op_prune(thread_ids, strategy))
 
+    async def aretain(self, thread_id: str, keep: int) -> None:
+        """Drop all but the ``keep`` newest checkpoints of each namespace of ``thread_id``.
+
+        Never one a pending write or interrupt needs (the newest of a namespace holds them),
+        nor an ancestor the delta chain of a kept one needs (a channel without a value there
+        keeps the parent chain back to its nearest value). Runs by itself after puts when
+        the saver has ``keep_last``.
+
+        Args:
+            thread_id: the thread.
+            keep: checkpoints kept per namespace, at least 1.
+
+        Raises:
+            ValueError: ``keep`` below 1.
+            redis.RedisError: Redis is unreachable or refused the call.
+        """
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        await self._run_async(self._op_retain(thread_id, keep))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes since its nearest stored value (the seed) on the parent
+        chain of ``config``'s checkpoint, as ``BaseCheckpointSaver`` defines it.
+
+        Two round trips however deep the chain: one script walks it inside Redis (records,
+        writes and descriptors are small), then one HMGET of the seeds' values.
+
+        Args:
+            config: the target checkpoint (``checkpoint_id`` absent: the latest).
+            channels: channel names; empty gives an empty mapping.
+
+        Returns:
+            ``{channel: {"writes": [...oldest first], "seed"?: value}}``.
+
+        Raises:
+            redis.RedisError: Redis is unreachable or refused the call.
+        """
+        return await self._run_async(self._op_delta_history(config, channels))
+
     # --- public API (sync twins; need sync_client) ------------------------------------------
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Sync :meth:`aget_delta_channel_history`."""
+        return self._run_sync(self._op_delta_history(config, channels))
+
+    def retain(self, thread_id: str, keep: int) -> None:
+        """Sync :meth:`aretain`."""
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self._run_sync(self._op_retain(thread_id, keep))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Sync :meth:`aget_tuple`."""
