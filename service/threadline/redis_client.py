@@ -87,7 +87,9 @@ class _PrimaryFollowingConnection(SentinelManagedConnection):
     reconnect. redis-py 8.1 does so only when a connection is taken from the pool; a pipeline
     whose connection dropped (the primary died under it) reconnects through
     ``send_packed_command`` to the host it had, which after a failover is the dead primary:
-    one more refused request per pooled connection (seen in ``test_redis_ha``)."""
+    one more refused request per pooled connection (``test_a_turn_that_saw_the_primary_change_
+    is_not_acknowledged`` fails without this). A reconnect through ``connect_to`` asks twice:
+    reconnects are rare, a sentinel query is ~0.1 ms."""
 
     async def connect_check_health(
         self, check_health: bool = True, retry_socket_connect: bool = True

@@ -3,7 +3,8 @@
 Two threadline replicas hold conversations on a Redis that replicates asynchronously, with
 ``CHECKPOINT_REDIS_WAIT_REPLICAS=1`` and one replica per primary (WAIT must cover *every*
 replica that may be promoted: with two replicas and ``WAIT 1`` this test lost an acknowledged
-turn in 1 run of 5, Sentinel having promoted the replica that had not confirmed it; ADR 0008).
+turn in 1 run of 5, most likely because Sentinel promoted the replica that had not confirmed it;
+ADR 0008).
 Mid-conversation the Redis primary is SIGKILLed, and restarted once its replica has been
 promoted, as Kubernetes would restart its pod, and rejoins as the new primary's replica:
 
