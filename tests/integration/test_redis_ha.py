@@ -13,6 +13,7 @@ import signal
 import time
 import uuid
 
+import httpx
 import pytest
 from checkpoint_graph import build_graph, expected_reply
 from langchain_core.messages import HumanMessage
@@ -23,10 +24,13 @@ from test_checkpoint_conformance import EXTENDED, extended_detected, run_suite, 
 from threadline import redis_client
 from threadline.checkpoint import open_checkpointer
 from threadline.checkpoint.errors import FencedError
+from threadline.checkpoint.redis import RedisCheckpointSaver
 from threadline.config import CheckpointSettings
 from threadline.lease import NotReplicated, RedisTurnLease
 from threadline.redis_keys import ThreadKeys, lease_key
 
+from client import API_KEYS, Client
+from client import expected_reply as expected_service_reply
 from servers import RedisClusterSet, RedisSentinelSet
 
 pytestmark = pytest.mark.integration
@@ -92,8 +96,6 @@ async def test_cluster_keeps_a_thread_in_one_slot_through_a_graph_run(redis_clus
 
 
 def test_cluster_sync_methods(redis_cluster: RedisClusterSet) -> None:
-    from threadline.checkpoint.redis import RedisCheckpointSaver
-
     saver = RedisCheckpointSaver.from_url(redis_cluster.url(), ttl_seconds=60)
     thread_id = f"sync-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -248,8 +250,6 @@ async def test_a_turn_that_saw_the_primary_change_is_not_acknowledged(
 
 
 def sentinel_env(servers: RedisSentinelSet, **extra: str) -> dict[str, str]:
-    from client import API_KEYS
-
     return {
         "CHECKPOINT_BACKEND": "redis",
         "CHECKPOINT_REDIS_URL": servers.url(1),
@@ -261,8 +261,6 @@ def sentinel_env(servers: RedisSentinelSet, **extra: str) -> dict[str, str]:
 
 
 def test_an_unconfirmed_turn_is_503_and_its_retry_is_exactly_once(redis_sentinel, start_replica) -> None:
-    from client import Client, expected_reply
-
     env = sentinel_env(
         redis_sentinel, CHECKPOINT_REDIS_WAIT_REPLICAS="1", CHECKPOINT_REDIS_WAIT_TIMEOUT_MS="300"
     )
@@ -281,15 +279,15 @@ def test_an_unconfirmed_turn_is_503_and_its_retry_is_exactly_once(redis_sentinel
     # id) finds it, waits for the replica this time, and answers the stored reply.
     retry = client.say(thread, "second", message_id="m-2")
     assert retry.status_code == 200, retry.text
-    assert retry.json()["reply"]["content"] == expected_reply(["first", expected_reply(["first"]), "second"])
+    assert retry.json()["reply"]["content"] == expected_service_reply(
+        ["first", expected_service_reply(["first"]), "second"]
+    )
     messages = client.thread(thread)["messages"]
     assert [m["content"] for m in messages if m["role"] == "human"] == ["first", "second"]
     assert len(messages) == 4
 
 
 def test_the_service_on_a_cluster_serves_turns_and_sessions(redis_cluster, start_replica) -> None:
-    from client import API_KEYS, Client, expected_reply
-
     env = {
         "CHECKPOINT_BACKEND": "redis",
         "CHECKPOINT_REDIS_URL": redis_cluster.url(),
@@ -298,8 +296,6 @@ def test_the_service_on_a_cluster_serves_turns_and_sessions(redis_cluster, start
         "API_KEYS": API_KEYS,
     }
     first, second = start_replica(env, name="c1"), start_replica(env, name="c2")
-    import httpx
-
     session = httpx.post(f"{first.url}/v1/sessions", json={"api_key": "test-key-alice"}, timeout=10)
     assert session.status_code == 201, session.text
     token = session.json()["session_token"]
@@ -310,6 +306,35 @@ def test_the_service_on_a_cluster_serves_turns_and_sessions(redis_cluster, start
     history: list[str] = []
     for i, client in enumerate([a, b, a, b]):
         reply = client.say(thread, f"m{i}").json()["reply"]["content"]
-        assert reply == expected_reply([*history, f"m{i}"])
+        assert reply == expected_service_reply([*history, f"m{i}"])
         history += [f"m{i}", reply]
     assert [m["content"] for m in b.thread(thread)["messages"]] == history
+
+
+def test_sessions_leases_and_checkpoints_follow_a_sentinel_failover(redis_sentinel, start_replica) -> None:
+    """Through the service: a session made before the primary dies still authenticates after
+    the failover, and the conversation goes on with its whole history."""
+    service = start_replica(sentinel_env(redis_sentinel), name="s1")
+    session = httpx.post(f"{service.url}/v1/sessions", json={"api_key": "test-key-alice"}, timeout=10)
+    assert session.status_code == 201, session.text
+    client = Client(service.url)
+    client.http.headers.pop("X-API-Key")
+    client.http.headers["Authorization"] = f"Bearer {session.json()['session_token']}"
+    thread = client.new_thread()
+    first = client.say(thread, "before").json()["reply"]["content"]
+    primary = redis_sentinel.primary.client()
+    pipe = primary.pipeline(transaction=False)
+    assert pipe.set("sync", 1).execute_command("WAIT", 1, 5000).execute()[1] == 1  # replicated
+    old = redis_sentinel.primary_port()
+    redis_sentinel.kill_primary()
+    killed = time.monotonic()
+    while True:  # 503 while no primary; the same message id each time
+        response = client.say(thread, "after", message_id="m-after")
+        if response.status_code == 200 or time.monotonic() - killed > 30:
+            break
+        assert response.status_code == 503, response.text
+        time.sleep(0.1)
+    assert response.status_code == 200, response.text
+    assert redis_sentinel.primary_port() != old
+    assert response.json()["reply"]["content"] == expected_service_reply(["before", first, "after"])
+    assert [m["content"] for m in client.thread(thread)["messages"]][::2] == ["before", "after"]
