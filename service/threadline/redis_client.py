@@ -128,7 +128,11 @@ def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClie
 
 
 def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient:
-    """A blocking client for ``url`` (the saver's sync driver) under the same policy."""
+    """A blocking client for ``url`` (the saver's sync driver) under the same policy.
+
+    Unlike the others, redis-py's sync ``RedisCluster`` maps the cluster when it is built (a
+    few ms; ``RedisClusterException``, a store error, when no seed answers).
+    """
     target = urls.parse_redis_url(url)
     retry = Retry(_backoff(), retries=RETRIES)
     if target.mode == "standalone":
