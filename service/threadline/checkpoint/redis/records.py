@@ -45,6 +45,7 @@ extends. Records, writes and every other blob are as in format 1, which is still
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -66,6 +67,8 @@ FENCING_TOKEN = "fencing_token"
 _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemorySaver stores it)
 # Its stored size (``empty\0``): retention takes a blob of this size for no value.
 EMPTY_BLOB_BYTES = 6
+# Type prefix of compressed checkpoint bytes in a record (format 2); not a serde type either.
+ZLIB_PREFIX = "zlib:"
 # Type tag of a descriptor blob (a list stored item by item). Not a serde type: a release
 # that predates format 2 fails loudly on it (serde: "Unknown serialization type") instead of
 # reading the channel as empty.
@@ -182,8 +185,15 @@ def encode_record(
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
+    compress: bool = False,
 ) -> bytes:
-    """The checkpoint record of one put (its channel values go to blobs, see below)."""
+    """The checkpoint record of one put (its channel values go to blobs, see below).
+
+    With ``compress`` (format 2) the checkpoint bytes are zlib-compressed when that makes them
+    shorter, and their type tagged ``zlib:<type>``: a record was ~800 bytes at turn 300 of the
+    benchmark, a third of the thread's memory, most of it repeated 51-character version
+    strings, which level 1 halves (504 -> 269 bytes) for ~15 us.
+    """
     _thread_id, ns, parent_id = thread_ns_id(config)
     stripped = checkpoint.copy()
     stripped.pop("channel_values")  # type: ignore[misc]
@@ -192,6 +202,10 @@ def encode_record(
     md.pop(FENCING_TOKEN, None)  # type: ignore[misc]
     fields = [blob_field(ns, ch, v).encode() for ch, v in stripped["channel_versions"].items()]
     cp_type, cp_bytes = serde.dumps_typed(stripped)
+    if compress:
+        packed = zlib.compress(cp_bytes, 1)
+        if len(packed) < len(cp_bytes):
+            cp_type, cp_bytes = ZLIB_PREFIX + cp_type, packed
     md_type, md_bytes = serde.dumps_typed(md)
     return pack(
         [
@@ -359,7 +373,10 @@ def decode_tuple(
     checkpoint_id = raw_id.decode()
     items = unpack(record)
     cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + int(items[0]) :]
-    checkpoint: Checkpoint = serde.loads_typed((cp_type.decode(), cp_bytes))
+    type_ = cp_type.decode()
+    if type_.startswith(ZLIB_PREFIX):
+        type_, cp_bytes = type_[len(ZLIB_PREFIX) :], zlib.decompress(cp_bytes)
+    checkpoint: Checkpoint = serde.loads_typed((type_, cp_bytes))
     parent_id = parent.decode()
     return CheckpointTuple(
         config=checkpoint_config(thread_id, checkpoint_ns, checkpoint_id),

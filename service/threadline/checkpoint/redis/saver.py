@@ -372,7 +372,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Op:
         thread_id, ns, _parent = thread_ns_id(config)
-        record = encode_record(self.serde, config, checkpoint, metadata)
+        record = encode_record(self.serde, config, checkpoint, metadata, compress=self.format >= 2)
         keys = ThreadKeys.of(thread_id)
         head = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
         values = checkpoint["channel_values"]
