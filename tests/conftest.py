@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/servers.py, tests/helpers
 
-from servers import PostgresServer, RedisServer
+from servers import PostgresServer, RedisClusterSet, RedisSentinelSet, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +52,22 @@ def redis_stack_server() -> Iterator[RedisServer]:
     server = RedisServer(binary=binary, modules=modules).start()
     yield server
     server.close()
+
+
+@pytest.fixture
+def redis_sentinel() -> Iterator[RedisSentinelSet]:
+    """A primary, a replica and three sentinels of this test's own (tests kill the primary)."""
+    servers = RedisSentinelSet().start()
+    yield servers
+    servers.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterSet]:
+    """A 3-master Redis Cluster for the session; tests isolate themselves by thread id."""
+    servers = RedisClusterSet(masters=3).start()
+    yield servers
+    servers.close()
 
 
 # The kind of a test is its folder: tests/unit is `unit`, tests/integration `integration` …

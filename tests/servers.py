@@ -55,11 +55,13 @@ class RedisServer:
         binary: str | None = None,
         modules: tuple[str, ...] = (),
         appendfsync: str = "everysec",
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.binary = binary or _find_binary("redis-server", "REDIS_SERVER")
         self.password = password
         self.modules = modules
         self.appendfsync = appendfsync
+        self.extra_args = extra_args
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="threadline-redis-"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -80,7 +82,9 @@ class RedisServer:
             "--databases", "16",
         ]  # fmt: skip
         if self.password is not None:
-            args += ["--requirepass", self.password]
+            # masterauth too: a node of a replicated set may become a replica of another one.
+            args += ["--requirepass", self.password, "--masterauth", self.password]
+        args += self.extra_args
         for module in self.modules:
             args += ["--loadmodule", module]
         self.proc = subprocess.Popen(
@@ -102,6 +106,12 @@ class RedisServer:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def client(self):
+        """A plain redis-py client on this server (db 0), for fixtures and assertions."""
+        import redis
+
+        return redis.Redis(port=self.port, password=self.password, socket_timeout=5)
+
     def restart(self) -> None:
         self.stop()
         self.start()
@@ -109,6 +119,273 @@ class RedisServer:
     def close(self) -> None:
         self.stop(signal.SIGKILL)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SENTINEL_SERVICE = "threadline"
+
+
+class RedisSentinelSet:
+    """A primary, ``replicas`` replicas and three sentinels (quorum 2), each a real process on
+    a free port.
+
+    The sentinels call the primary down after ``down_after_ms`` without an answer and promote
+    a replica (measured ~2.2 s after a SIGKILL with 1000 ms). :meth:`url` is the
+    ``redis+sentinel://`` URL of the set; :meth:`kill_primary` and :meth:`wait_for_failover`
+    drive a failover. Two replicas leave one to confirm ``WAIT 1`` after a failover.
+    """
+
+    def __init__(
+        self, password: str | None = None, down_after_ms: int = 1000, sentinels: int = 3, replicas: int = 1
+    ) -> None:
+        self.password = password
+        self.down_after_ms = down_after_ms
+        # Redis 7 waits 5 s (repl-diskless-sync-delay) before a full sync, for more replicas to
+        # join it; WAIT answers 0 until then.
+        fast_sync = ("--repl-diskless-sync-delay", "0")
+        self.primary = RedisServer(password=password, extra_args=fast_sync)
+        self.replicas = [RedisServer(password=password, extra_args=fast_sync) for _ in range(replicas)]
+        self.replica = self.replicas[0]
+        # Sentinels are redis-server processes too; start() runs them with --sentinel.
+        self.sentinels = [RedisServer(binary=self.primary.binary) for _ in range(sentinels)]
+
+    def url(self, db: int = 0) -> str:
+        """The ``redis+sentinel://`` URL of the set (with the nodes' password, if any)."""
+        userinfo = f":{self.password}@" if self.password else ""
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{userinfo}{hosts}/{SENTINEL_SERVICE}/{db}"
+
+    def start(self) -> RedisSentinelSet:
+        self.primary.start()
+        for replica in self.replicas:
+            replica.extra_args += ("--replicaof", "127.0.0.1", str(self.primary.port))
+            replica.start()
+        for sentinel in self.sentinels:
+            conf = sentinel.dir / "sentinel.conf"  # sentinels rewrite their config: a file of its own
+            lines = [
+                f"port {sentinel.port}",
+                "bind 127.0.0.1",
+                f"dir {sentinel.dir}",
+                f"sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {self.primary.port} 2",
+                f"sentinel down-after-milliseconds {SENTINEL_SERVICE} {self.down_after_ms}",
+                f"sentinel failover-timeout {SENTINEL_SERVICE} 10000",
+                f"sentinel parallel-syncs {SENTINEL_SERVICE} {len(self.replicas)}",
+            ]
+            if self.password:
+                lines.append(f"sentinel auth-pass {SENTINEL_SERVICE} {self.password}")
+            conf.write_text("\n".join(lines) + "\n")
+            sentinel.proc = subprocess.Popen(
+                [sentinel.binary, str(conf), "--sentinel"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            wait_for_port(sentinel.port)
+        # Every sentinel must know the replicas and the other sentinels before a failover runs.
+        _wait_until(self._sentinels_agree, 30, "sentinels to discover each other")
+        _wait_until(self._replicas_acknowledge, 30, "the replicas to acknowledge writes (WAIT)")
+        return self
+
+    def _replicas_acknowledge(self) -> bool:
+        # "connected_slaves" counts replicas during their initial sync already; WAIT answers
+        # only for replicas that are online.
+        client = self.primary.client()
+        try:
+            pipe = client.pipeline(transaction=False)
+            pipe.set("__fixture_sync__", 1).execute_command("WAIT", len(self.replicas), 1000)
+            return pipe.execute()[1] == len(self.replicas)
+        finally:
+            client.close()
+
+    def _sentinels_agree(self) -> bool:
+        import redis
+
+        for sentinel in self.sentinels:
+            client = redis.Redis(port=sentinel.port, socket_timeout=2, decode_responses=True)
+            try:
+                (master,) = [m for m in client.sentinel_masters().values() if m["name"] == SENTINEL_SERVICE]
+                if (
+                    master["num-slaves"] < len(self.replicas)
+                    or master["num-other-sentinels"] < len(self.sentinels) - 1
+                ):
+                    return False
+            finally:
+                client.close()
+        return True
+
+    def primary_port(self) -> int:
+        """The port of the node the sentinels call primary now (the first that answers)."""
+        return self._primary_ports()[0]
+
+    def _primary_ports(self) -> list[int]:
+        import redis
+
+        ports = []
+        for sentinel in self.sentinels:
+            if sentinel.proc is None or sentinel.proc.poll() is not None:
+                continue
+            client = redis.Redis(port=sentinel.port, socket_timeout=2)
+            try:
+                ports.append(int(client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)[1]))
+            finally:
+                client.close()
+        if not ports:
+            raise RuntimeError("no sentinel answers")
+        return ports
+
+    def node(self, port: int) -> RedisServer:
+        """The node listening on ``port``."""
+        (node,) = [n for n in (self.primary, *self.replicas) if n.port == port]
+        return node
+
+    def kill_primary(self) -> RedisServer:
+        """SIGKILL the current primary; returns it (restart it with ``.start()`` to rejoin)."""
+        node = self.node(self.primary_port())
+        node.kill()
+        return node
+
+    def rejoin(self, node: RedisServer) -> None:
+        """Restart a killed ``node`` as a replica of the current primary, as the Bitnami chart's
+        start script does (it asks the sentinels); left to themselves the sentinels convert a
+        returning old primary only after ~10 s."""
+        node.extra_args = (
+            "--repl-diskless-sync-delay",
+            "0",
+            "--replicaof",
+            "127.0.0.1",
+            str(self.primary_port()),
+        )
+        node.start()
+
+    def wait_for_failover(self, old_port: int, timeout: float = 30.0) -> int:
+        """Wait until every sentinel names a primary other than ``old_port``; return its port."""
+        _wait_until(lambda: old_port not in self._primary_ports(), timeout, "failover")
+        return self.primary_port()
+
+    def close(self) -> None:
+        for server in (*self.sentinels, *self.replicas, self.primary):
+            server.close()
+
+
+class RedisClusterSet:
+    """A Redis Cluster of ``masters`` masters (+ ``replicas`` replicas each) on free ports.
+
+    Formed as an operator would without ``redis-cli``: ``CLUSTER ADDSLOTSRANGE`` on each master,
+    ``CLUSTER MEET`` to join, ``CLUSTER REPLICATE`` for replicas. A master fails over to its
+    replica ``node_timeout_ms`` after it stops answering (+ an election).
+    """
+
+    SLOTS = 16384
+
+    def __init__(
+        self, masters: int = 3, replicas: int = 0, password: str | None = None, node_timeout_ms: int = 1000
+    ) -> None:
+        self.password = password
+        cluster_args = (
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(node_timeout_ms),
+            # A replica may take over however long ago it last heard from its master.
+            "--cluster-replica-validity-factor", "0",
+            "--repl-diskless-sync-delay", "0",
+        )  # fmt: skip
+
+        self.bus_ports: dict[int, int] = {}  # node port -> cluster bus port
+
+        def node() -> RedisServer:
+            # The bus port defaults to port + 10000, out of range for most free ports.
+            bus = free_port()
+            server = RedisServer(password=password, extra_args=(*cluster_args, "--cluster-port", str(bus)))
+            self.bus_ports[server.port] = bus
+            return server
+
+        self.masters = [node() for _ in range(masters)]
+        self.replicas = [[node() for _ in range(replicas)] for _ in self.masters]
+
+    @property
+    def nodes(self) -> list[RedisServer]:
+        return [*self.masters, *(r for rs in self.replicas for r in rs)]
+
+    def url(self) -> str:
+        """The ``redis+cluster://`` URL of the set: every master as a seed."""
+        userinfo = f":{self.password}@" if self.password else ""
+        return f"redis+cluster://{userinfo}" + ",".join(f"127.0.0.1:{m.port}" for m in self.masters)
+
+    def start(self) -> RedisClusterSet:
+        for node in self.nodes:
+            node.start()
+        clients = [node.client() for node in self.nodes]
+        step = self.SLOTS // len(self.masters)
+        for i, client in enumerate(clients[: len(self.masters)]):
+            last = self.SLOTS - 1 if i == len(self.masters) - 1 else (i + 1) * step - 1
+            client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
+        for node in self.nodes[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port, self.bus_ports[node.port])
+        _wait_until(lambda: all(_known_nodes(c) == len(self.nodes) for c in clients), 30, "cluster meet")
+        for master, replicas in zip(self.masters, self.replicas, strict=True):
+            master_id = master.client().execute_command("CLUSTER MYID").decode()
+            for replica in replicas:
+                replica.client().execute_command("CLUSTER REPLICATE", master_id)
+        _wait_until(lambda: all(_cluster_ok(c) for c in clients), 30, "cluster_state:ok")
+        if any(self.replicas):
+            _wait_until(
+                lambda: all(
+                    int(_info(m, "replication").get("connected_slaves", 0)) == len(rs)
+                    for m, rs in zip(self.masters, self.replicas, strict=True)
+                ),
+                30,
+                "cluster replicas in sync",
+            )
+        for client in clients:
+            client.close()
+        return self
+
+    def fail_over(self, index: int = 0, timeout: float = 30.0) -> RedisServer:
+        """SIGKILL master ``index`` and wait until its replica serves its slots; returns the
+        killed master."""
+        master = self.masters[index]
+        master.kill()
+        (replica, *_) = self.replicas[index]
+        _wait_until(
+            lambda: _info(replica, "replication").get("role") == "master", timeout, "cluster failover"
+        )
+        _wait_until(lambda: _cluster_ok(replica.client()), timeout, "cluster_state:ok after failover")
+        return master
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+
+def _info(server: RedisServer, section: str) -> dict[str, str]:
+    client = server.client()
+    try:
+        return {k: str(v) for k, v in client.info(section).items()}
+    except OSError:
+        return {}
+    finally:
+        client.close()
+
+
+def _known_nodes(client) -> int:
+    return int(client.execute_command("CLUSTER INFO")["cluster_known_nodes"])  # redis-py parses it
+
+
+def _cluster_ok(client) -> bool:
+    return client.execute_command("CLUSTER INFO")["cluster_state"] == "ok"
+
+
+def _wait_until(condition, timeout: float, what: str) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"waited {timeout}s for {what}")
 
 
 class PostgresServer:

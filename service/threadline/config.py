@@ -71,6 +71,16 @@ class CheckpointSettings(_Group):
     postgres_url: str | None = None
     # Optional: the Redis password as its own secret, so the URL needs no encoding at all.
     redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
+    # The sentinels' own password (redis+sentinel:// URLs), when they have one.
+    redis_sentinel_password: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_SENTINEL_PASSWORD")
+    )
+    # Replicas that must confirm (WAIT) a turn's final checkpoint before it is acknowledged;
+    # 0 acknowledges on the primary's word (replication is asynchronous: a failover may lose it).
+    redis_wait_replicas: int = Field(default=0, ge=0)
+    # How long a turn waits for those replicas before it fails with 503 + Retry-After. On
+    # loopback WAIT 1 answers in well under 1 ms; 1 s rides out a replica's fsync or GC pause.
+    redis_wait_timeout_ms: int = Field(default=1000, gt=0)
 
     @field_validator("redis_url")
     @classmethod
@@ -105,6 +115,13 @@ class CheckpointSettings(_Group):
             )
         if self.backend == "postgres" and not self.postgres_url:
             raise ValueError("postgres_url: required when CHECKPOINT_BACKEND=postgres")
+        if self.redis_wait_replicas and self.backend not in ("redis", "redis-stack"):
+            raise ValueError("redis_wait_replicas: needs CHECKPOINT_BACKEND=redis (or redis-stack)")
+        if self.backend == "redis-stack" and urls.parse_redis_url(self.redis_url).mode != "standalone":
+            raise ValueError(
+                "redis_url: the redis-stack backend supports one Redis (redis:// or rediss://); "
+                "use CHECKPOINT_BACKEND=redis with Sentinel or Cluster"
+            )
         if self.backend == "redis-stack" and urls.redis_db(self.redis_url) != 0:
             raise ValueError(
                 "redis_url: the redis-stack backend needs db 0 (RediSearch creates its indexes "
@@ -121,6 +138,9 @@ class SessionSettings(_Group):
     backend: SessionBackend = "memory"
     redis_url: str = Field(default="redis://localhost:6379/0", validation_alias=AliasChoices("REDIS_URL"))
     redis_password: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_PASSWORD"))
+    redis_sentinel_password: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_SENTINEL_PASSWORD")
+    )
     ttl_seconds: int = Field(default=3600, gt=0)
     # A session ends this long after it was minted, however often it is used (ADR 0006).
     max_lifetime_seconds: int = Field(default=86400, gt=0)
@@ -268,6 +288,8 @@ _ALIASES = {
     (SessionSettings, "api_keys"): "API_KEYS",
     (SessionSettings, "redis_password"): "REDIS_PASSWORD",
     (CheckpointSettings, "redis_password"): "REDIS_PASSWORD",
+    (SessionSettings, "redis_sentinel_password"): "REDIS_SENTINEL_PASSWORD",
+    (CheckpointSettings, "redis_sentinel_password"): "REDIS_SENTINEL_PASSWORD",
     (ModelSettings, "name"): "MODEL",
     (GraphSettings, "config_path"): "LANGGRAPH_CONFIG",
 }

@@ -9,6 +9,24 @@ off past its lease cannot fork the thread, even though it still believes it hold
 The lease is renewed in the background while the turn runs and expires on its own when its
 holder dies; :class:`LocalTurnLease` is the single-process fallback for the other backends
 (multi-replica deployments need Redis).
+
+Across a failover (Sentinel or Cluster promoting a replica; ADR 0008). Replication is
+asynchronous, so the promoted replica may lack the last ``INCR`` of the counter and the last
+lease: its counter can go *backwards* and hand out a number a live, stale holder already has.
+A token is therefore ``<counter>.<epoch>``, the epoch being the first 12 hex digits of the
+primary's ``master_replid`` read inside the acquire script; a promoted replica always has a new
+replid, so no token minted after a failover can equal one minted before it, and the saver's
+``GET lease == token`` check refuses the stale holder. Fencing compares tokens for equality
+only; nothing orders them.
+
+No acknowledged turn lost: with ``wait_replicas`` > 0, :meth:`RedisTurnLease.hold` confirms,
+after its body ends normally and before it releases the lease, that everything written under
+the lease has reached that many replicas: one script that checks the lease is still this
+token's *and* that the primary is still the one the token was minted on (same epoch), then
+renews the lease (a write, so it has a replication offset), and ``WAIT`` on the same
+connection. Anything short of that raises :class:`NotReplicated` (a 503 with Retry-After): a
+turn whose final checkpoint may be lost is never acknowledged, and the client's retry with the
+same message id finds or redoes it (exactly-once, see :mod:`threadline.turns`).
 """
 
 from __future__ import annotations
@@ -22,9 +40,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import redis.asyncio as aioredis
-
-from threadline import metrics
+from threadline import metrics, redis_client
+from threadline.checkpoint.errors import StoreUnavailable
 from threadline.redis_keys import fence_counter_key, lease_key
 
 log = logging.getLogger(__name__)
@@ -32,6 +49,14 @@ log = logging.getLogger(__name__)
 
 class LeaseBusy(Exception):
     """The thread's lease was not free within the wait; another turn is running."""
+
+
+class NotReplicated(StoreUnavailable):
+    """What a turn wrote could not be confirmed on ``wait_replicas`` replicas in time (or the
+    primary changed under it): the turn must not be acknowledged. Answered 503 + Retry-After."""
+
+    def __init__(self, thread_id: str, detail: str) -> None:
+        super().__init__("redis", f"thread {thread_id}: {detail}")
 
 
 @dataclass
@@ -50,24 +75,48 @@ class TurnLease(Protocol):
 
 
 class RedisTurnLease:
-    """A per-thread lease in Redis with a monotonic fencing token.
+    """A per-thread lease in Redis with a fencing token (a per-thread counter and the primary's
+    epoch, see the module docstring).
 
     Args:
-        client: the checkpoint Redis (db 1).
+        client: the checkpoint Redis (db 1), any topology (:mod:`threadline.redis_client`).
         lease_seconds: lifetime of a lease; renewed every third of it while held.
         wait_seconds: how long :meth:`hold` waits for a busy thread before :class:`LeaseBusy`.
         counter_ttl_seconds: TTL of the fence counter (the thread's checkpoint TTL).
+        wait_replicas: replicas that must confirm the body's writes before :meth:`hold`
+            returns (``CHECKPOINT_REDIS_WAIT_REPLICAS``); 0 confirms nothing.
+        wait_timeout_ms: how long to wait for them (``CHECKPOINT_REDIS_WAIT_TIMEOUT_MS``).
     """
 
+    # The primary's replication id; a promoted replica gets a new one (see module docstring).
+    _EPOCH = """
+    local function epoch()
+      local id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+      return string.sub(id or '', 1, 12)
+    end
+    """
     # KEYS[1] lease, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] counter ttl s.
-    # Returns the new token, or false when the lease is held.
-    ACQUIRE = """
+    # Returns the new token "<counter>.<epoch>", or false when the lease is held.
+    ACQUIRE = (
+        _EPOCH
+        + """
     if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-    local token = redis.call('INCR', KEYS[2])
+    local token = redis.call('INCR', KEYS[2]) .. '.' .. epoch()
     redis.call('EXPIRE', KEYS[2], ARGV[2])
     redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-    return tostring(token)
+    return token
     """
+    )
+    # KEYS[1] lease; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token's epoch.
+    # Returns 1 (renewed: a write to WAIT for), 0 (not our lease), -1 (another primary).
+    CONFIRM = (
+        _EPOCH
+        + """
+    if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+    if epoch() ~= ARGV[3] then return -1 end
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    """
+    )
     # KEYS[1] lease; ARGV[1] token, ARGV[2] lease ms. Returns 1 if still ours and extended.
     RENEW = """
     if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -83,16 +132,20 @@ class RedisTurnLease:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: redis_client.AsyncClient,
         *,
         lease_seconds: float,
         wait_seconds: float,
         counter_ttl_seconds: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
     ) -> None:
         self._client = client
         self._lease_ms = int(lease_seconds * 1000)
         self._wait = wait_seconds
         self._counter_ttl = counter_ttl_seconds
+        self._wait_replicas = wait_replicas
+        self._wait_timeout_ms = wait_timeout_ms
         self._acquire = client.register_script(self.ACQUIRE)
         self._renew = client.register_script(self.RENEW)
         self._release = client.register_script(self.RELEASE)
@@ -127,12 +180,41 @@ class RedisTurnLease:
         renewer = asyncio.create_task(self._keep_renewed(held), name=f"lease-renew-{thread_id}")
         try:
             yield held
+            if self._wait_replicas:
+                await self._confirm_replicated(held)
         finally:
             renewer.cancel()
             # The body may be ending because it was cancelled (client gone): release anyway, in
             # a task of its own that the cancellation cannot reach, or the next turn waits for
             # the lease to expire.
             await asyncio.shield(asyncio.ensure_future(self._release_quietly(held)))
+
+    async def _confirm_replicated(self, held: HeldLease) -> None:
+        """Return once ``wait_replicas`` replicas have every write made under ``held``.
+
+        Raises:
+            NotReplicated: the lease is no longer ours, the primary changed since it was taken,
+                or too few replicas confirmed within ``wait_timeout_ms``.
+        """
+        assert held.token is not None
+        key = lease_key(held.thread_id)
+        script = ("EVAL", self.CONFIRM, 1, key, held.token, self._lease_ms, held.token.partition(".")[2])
+        wait = ("WAIT", self._wait_replicas, self._wait_timeout_ms)
+        # One connection: WAIT waits for the replication of that connection's last write, and
+        # the script's PEXPIRE comes after every write of the turn on this same primary.
+        status, acked = await redis_client.on_one_connection(self._client, key, script, wait)
+        for reply in (status, acked):
+            if isinstance(reply, Exception):
+                raise reply
+        problem = {0: "the lease was lost", -1: "the Redis primary changed during the turn"}.get(status)
+        if problem is None and acked < self._wait_replicas:
+            problem = f"{acked} of {self._wait_replicas} replicas confirmed within {self._wait_timeout_ms} ms"
+        if problem is not None:
+            metrics.NOT_REPLICATED.inc()
+            log.warning(
+                "turn not confirmed by replicas", extra={"thread_id": held.thread_id, "reason": problem}
+            )
+            raise NotReplicated(held.thread_id, problem)
 
     async def _release_quietly(self, held: HeldLease) -> None:
         try:

@@ -70,6 +70,10 @@ LEASE_LOST = Counter(
     "threadline_turn_lease_lost_total",
     "Turns whose lease was lost while running (renewal failed or the write was fenced).",
 )
+NOT_REPLICATED = Counter(
+    "threadline_turn_not_replicated_total",
+    "Turns answered 503 because their writes were not confirmed by CHECKPOINT_REDIS_WAIT_REPLICAS replicas.",
+)
 MODEL_CANCELLED = Counter(
     "threadline_model_cancelled_total",
     "Model calls cancelled before they finished (client gone, drain, lease lost).",

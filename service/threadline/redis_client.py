@@ -5,6 +5,20 @@ pooled connection Redis dropped; every command threadline sends is safe to repea
 check on connections idle for 15 s. So a stopped Redis is an error within about a second and a
 paused one within ~10 s, never a hang; the callers turn those errors into 503 / not-ready.
 
+One URL, three topologies (:func:`threadline.urls.parse_redis_url`):
+
+- ``redis://`` — one Redis (``Redis.from_url``);
+- ``redis+sentinel://`` — ``Sentinel(...).master_for(service)``: every new connection asks the
+  sentinels where the primary is, and a connection to a demoted primary (``READONLY``) is
+  dropped, so the client follows the primary through a failover; until the sentinels promote
+  a replica (their ``down-after-milliseconds`` + an election, ~2 s measured) commands fail and
+  callers answer 503;
+- ``redis+cluster://`` — ``RedisCluster``: routes each command by its key's slot and refreshes
+  its slot map on ``MOVED`` or a connection error. threadline keeps every key of a thread in one
+  slot (the ``{thread_id}`` hash tag, :mod:`threadline.redis_keys`), so scripts and MULTI work.
+
+The same policy applies to the sentinels' and the cluster nodes' connections.
+
 Every client has a pool of at most ``MAX_CONNECTIONS`` that *waits* up to ``POOL_TIMEOUT`` for
 a free connection instead of failing: redis-py's default async pool raised
 ``MaxConnectionsError`` at 100, so a burst of 300 bogus session lookups made a valid user's
@@ -14,12 +28,21 @@ requests fail 3 times out of 5 (issue 10). A wait that runs out is a ``Connectio
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import PipelineCommand
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from threadline import urls
 from threadline.checkpoint.errors import StoreUnavailable
@@ -32,6 +55,9 @@ RETRIES = 1
 # 64 serve tens of thousands of lookups a second; a burst past that queues for a moment.
 MAX_CONNECTIONS = 64
 POOL_TIMEOUT = COMMAND_TIMEOUT
+
+AsyncClient = aioredis.Redis | AsyncRedisCluster
+SyncClient = redis.Redis | RedisCluster
 
 
 def _options() -> dict[str, object]:
@@ -47,45 +73,163 @@ def _backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=0.25, base=0.05)
 
 
-def async_client(url: str) -> aioredis.Redis:
-    """An asyncio client for ``url`` under the policy above; connects lazily. Closing it
-    closes its pool."""
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=MAX_CONNECTIONS,
-        timeout=POOL_TIMEOUT,
-        retry=AsyncRetry(_backoff(), retries=RETRIES),
-        **_options(),
+def _node_options(target: urls.RedisTarget) -> dict[str, Any]:
+    """Connection options of the Redis nodes (not the sentinels) for a non-``redis://`` URL."""
+    options: dict[str, Any] = {**_options(), "username": target.username, "password": target.password}
+    if target.tls:
+        options["ssl"] = True
+    return options
+
+
+def _sentinel_options(target: urls.RedisTarget, sentinel_password: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": COMMAND_TIMEOUT,
+        "password": sentinel_password,
+    }
+    if target.tls:
+        options["ssl"] = True
+    return options
+
+
+class _PrimaryFollowingConnection(SentinelManagedConnection):
+    """A Sentinel-managed connection that asks the sentinels where the primary is on *every*
+    reconnect. redis-py 8.1 does so only when a connection is taken from the pool; a pipeline
+    whose connection dropped (the primary died under it) reconnects through
+    ``send_packed_command`` to the host it had, which after a failover is the dead primary:
+    one more refused request per pooled connection (``test_a_turn_that_saw_the_primary_change_
+    is_not_acknowledged`` fails without this). A reconnect through ``connect_to`` asks twice:
+    reconnects are rare, a sentinel query is ~0.1 ms."""
+
+    async def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(
+            check_health=check_health, retry_socket_connect=retry_socket_connect
+        )
+
+
+def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
+    """An asyncio client for ``url`` (any of the three forms) under the policy above.
+
+    Connects lazily. ``sentinel_password`` (``REDIS_SENTINEL_PASSWORD``) is used only to talk
+    to the sentinels of a ``redis+sentinel://`` URL.
+    """
+    target = urls.parse_redis_url(url)
+    retry = AsyncRetry(_backoff(), retries=RETRIES)
+    if target.mode == "standalone":
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT, retry=retry, **_options()
+        )
+        return aioredis.Redis.from_pool(pool)
+    if target.mode == "sentinel":
+        sentinel = AsyncSentinel(
+            list(target.hosts),
+            sentinel_kwargs=_sentinel_options(target, sentinel_password),
+            retry=retry,
+            db=target.db,
+            **_node_options(target),
+        )
+        return sentinel.master_for(target.service_name, connection_class=_PrimaryFollowingConnection)
+    return AsyncRedisCluster(
+        startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
+        retry=retry,
+        **_node_options(target),
     )
-    return aioredis.Redis.from_pool(pool)
 
 
-def sync_client(url: str) -> redis.Redis:
-    """A blocking client for ``url`` (the saver's sync driver) under the same policy."""
-    pool = redis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=MAX_CONNECTIONS,
-        timeout=POOL_TIMEOUT,
-        retry=Retry(_backoff(), retries=RETRIES),
-        **_options(),
+def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient:
+    """A blocking client for ``url`` (the saver's sync driver) under the same policy.
+
+    Unlike the others, redis-py's sync ``RedisCluster`` maps the cluster when it is built (a
+    few ms; ``RedisClusterException``, a store error, when no seed answers).
+    """
+    target = urls.parse_redis_url(url)
+    retry = Retry(_backoff(), retries=RETRIES)
+    if target.mode == "standalone":
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT, retry=retry, **_options()
+        )
+        return redis.Redis.from_pool(pool)
+    if target.mode == "sentinel":
+        sentinel = Sentinel(
+            list(target.hosts),
+            sentinel_kwargs=_sentinel_options(target, sentinel_password),
+            retry=retry,
+            db=target.db,
+            **_node_options(target),
+        )
+        return sentinel.master_for(target.service_name)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in target.hosts],
+        retry=retry,
+        **_node_options(target),
     )
-    return redis.Redis.from_pool(pool)
 
 
-async def ping(url: str, *, backend: str) -> None:
-    """One ``PING`` on a short-lived connection (which also checks the password), so a down or
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (commands without a key need a node)."""
+    return isinstance(client, AsyncRedisCluster | RedisCluster)
+
+
+async def on_one_connection(
+    client: AsyncClient, key: str, *commands: tuple[Any, ...], transaction: bool = False
+) -> list[Any]:
+    """Send ``commands`` back to back on one connection to the node that owns ``key``.
+
+    For commands whose meaning depends on the connection, like ``WAIT`` (it waits for the
+    replication of the writes made *on that connection*), and for MULTI/EXEC on a Cluster:
+    redis-py 8.1's asyncio cluster pipeline with ``transaction=True`` runs every queued command
+    in a thread of its own with a new event loop (``TransactionStrategy.execute_command``), so
+    its connections belong to loops that are closed a moment later; here MULTI, the commands
+    and EXEC go to the slot's node in one write, and each reply gets redis-py's usual parsing.
+
+    Returns:
+        One reply per command. Without ``transaction`` a reply that is an error is returned as
+        the exception; with it the first error is raised (as a pipeline would).
+    """
+    if not isinstance(client, AsyncRedisCluster):
+        pipe = client.pipeline(transaction=transaction)
+        for command in commands:
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=transaction)
+    await client.initialize()
+    node = client.get_node_from_key(key)
+    sent = [("MULTI",), *commands, ("EXEC",)] if transaction else list(commands)
+    stack = [PipelineCommand(i, *command) for i, command in enumerate(sent)]
+    await node.execute_pipeline(stack)
+    if not transaction:
+        return [command.result for command in stack]
+    for command in stack:  # a refused MULTI, a queueing error (MOVED …) or EXECABORT
+        if isinstance(command.result, Exception):
+            if isinstance(command.result, redis.exceptions.MovedError | redis.exceptions.ClusterDownError):
+                await client.nodes_manager.initialize()  # the slot moved: remap for the retry
+            raise command.result
+    replies = []
+    for command, reply in zip(commands, stack[-1].result, strict=True):
+        if isinstance(reply, Exception):
+            raise reply
+        callback = node.response_callbacks.get(str(command[0]).upper())
+        replies.append(callback(reply) if callback else reply)
+    return replies
+
+
+async def ping(url: str, *, backend: str, sentinel_password: str | None = None) -> None:
+    """One ``PING`` on a short-lived client (which also checks the password), so a down or
     misaddressed Redis fails at open, not mid-turn.
 
     Raises:
         StoreUnavailable: no connection, a refused password, or a timeout; the message holds
             the redacted URL and the error's class name, never the password.
     """
-    client = aioredis.Redis.from_url(
-        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=COMMAND_TIMEOUT
-    )
+    client = async_client(url, sentinel_password=sentinel_password)
     try:
         await client.ping()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+    # RedisError covers a refused password and no master known to the sentinels; a cluster
+    # that cannot be mapped raises RedisClusterException (not a RedisError).
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}") from exc
     finally:
         await client.aclose()

@@ -35,8 +35,14 @@ log = logging.getLogger(__name__)
 # Retry-After, never 500.
 STORE_ERRORS: tuple[type[Exception], ...] = (
     StoreUnavailable,
-    redis.exceptions.ConnectionError,
+    redis.exceptions.ConnectionError,  # MasterNotFoundError (no primary known to Sentinel) too
     redis.exceptions.TimeoutError,
+    # During a failover: a Cluster whose failed master's slots are not served yet (CLUSTERDOWN,
+    # TRYAGAIN, no node for a slot), or a write that reached a primary just demoted (READONLY).
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,
+    redis.exceptions.ReadOnlyError,
     psycopg.OperationalError,
     psycopg_pool.PoolTimeout,
     sqlite3.OperationalError,
@@ -98,13 +104,17 @@ class Stores:
         quotas: Quotas
         records: RecordStore
         if settings.checkpoint.backend in ("redis", "redis-stack"):
-            client = async_client(settings.checkpoint.redis_url)
+            client = async_client(
+                settings.checkpoint.redis_url, sentinel_password=settings.checkpoint.redis_sentinel_password
+            )
             stack.push_async_callback(client.aclose)
             lease = RedisTurnLease(
                 client,
                 lease_seconds=settings.turn.lease_seconds,
                 wait_seconds=settings.turn.lease_wait_seconds,
                 counter_ttl_seconds=settings.checkpoint.redis_ttl,
+                wait_replicas=settings.checkpoint.redis_wait_replicas,
+                wait_timeout_ms=settings.checkpoint.redis_wait_timeout_ms,
             )
             quotas = RedisQuotas(client, settings.quota, settings.checkpoint.redis_ttl)
             records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl)
@@ -117,7 +127,9 @@ class Stores:
         session = settings.session
         if session.backend == "redis":
             sessions = RedisSessionStore(
-                async_client(session.redis_url), session.ttl_seconds, session.max_lifetime_seconds
+                async_client(session.redis_url, sentinel_password=session.redis_sentinel_password),
+                session.ttl_seconds,
+                session.max_lifetime_seconds,
             )
         else:
             sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from chaos.driver import Endpoints
-from servers import RedisServer, ServiceProcess, free_port
+from servers import RedisClusterSet, RedisSentinelSet, RedisServer, ServiceProcess, free_port
 
 IMAGE = os.environ.get("CHAOS_IMAGE", "threadline:dev")
 
@@ -105,21 +105,25 @@ class LocalCluster:
     """Redis + N replicas sharing it, with an API key of their own.
 
     Args:
-        redis: a started Redis (the test owns it and may restart it).
+        redis: a started Redis, Sentinel set or Cluster (the test owns it and may kill nodes).
         replicas: how many replicas to keep.
         env: settings on top of the Redis and key settings (lease, token delay ...).
     """
 
-    def __init__(self, redis: RedisServer, replicas: int, env: dict[str, str]) -> None:
+    def __init__(
+        self, redis: RedisServer | RedisSentinelSet | RedisClusterSet, replicas: int, env: dict[str, str]
+    ) -> None:
         self.redis = redis
         self.size = replicas
         self.api_key = secrets.token_urlsafe(24)
         digest = hashlib.sha256(self.api_key.encode()).hexdigest()
+        # A Redis Cluster has db 0 only: sessions and checkpoints share it (key prefixes).
+        cluster = isinstance(redis, RedisClusterSet)
         self.env = {
             "CHECKPOINT_BACKEND": "redis",
-            "CHECKPOINT_REDIS_URL": redis.url(1),
+            "CHECKPOINT_REDIS_URL": redis.url() if cluster else redis.url(1),
             "SESSION_BACKEND": "redis",
-            "REDIS_URL": redis.url(0),
+            "REDIS_URL": redis.url() if cluster else redis.url(0),
             "API_KEYS": f"chaos:{digest}",
             "MODEL": "builtin",
             **env,

@@ -349,6 +349,7 @@ CHAOS_KEYS = (
     "pauses",
     "terms",
     "redis_restarts",
+    "redis_failovers",
     "pod_deletes",
     "scale_downs",
 )

@@ -39,6 +39,8 @@ def test_lint_strict(values) -> None:
         (["nosuchkey=1"], "additional properties 'nosuchkey' not allowed"),
         (["config.checkpointBackend=mongo"], "/config/checkpointBackend"),
         (["redis.port=redis"], "/redis/port"),
+        (["redis.mode=replicated"], "/redis/mode"),
+        (["redis.sentinel.hosts={a/b}"], "/redis/sentinel/hosts"),
         (["secret.apiKeys=alice:not-a-hash"], "/secret/apiKeys"),
         (["config.drainSeconds=-1"], "/config/drainSeconds"),
     ],
@@ -79,8 +81,25 @@ def test_schema_rejects(sets: list[str], message: str) -> None:
         ),
         (["config.checkpointBackend=redis-stack"], "redis.checkpointDb"),
         (["redis.checkpointDb=0"], "redis.checkpointDb"),
+        (["redis.mode=sentinel"], "redis.sentinel.hosts"),
+        (["redis.mode=cluster"], "redis.cluster.hosts"),
+        (
+            ["redis.mode=cluster", "redis.cluster.hosts={c:6379}", "redis.inChart.enabled=true"],
+            "redis.inChart.enabled",
+        ),
         (
             ["config.checkpointBackend=redis-stack", "redis.checkpointDb=0", "redis.sessionDb=1"],
+            "config.checkpointBackend=redis-stack",
+        ),
+        (
+            [
+                "redis.mode=sentinel",
+                "redis.sentinel.hosts={s:26379}",
+                "config.checkpointBackend=redis-stack",
+                "redis.checkpointDb=0",
+                "replicaCount=1",
+                "autoscaling.enabled=false",
+            ],
             "config.checkpointBackend=redis-stack",
         ),
         (["config.checkpointBackend=sqlite"], "config.checkpointBackend=sqlite"),
@@ -110,6 +129,28 @@ def test_single_replica_redis_stack_renders() -> None:
     )
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     assert deployment["spec"]["replicas"] == 1
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["redis.mode=sentinel", "redis.sentinel.hosts={s1:26379,s2}"],
+        ["redis.mode=cluster", "redis.cluster.hosts={c1:6379}", "redis.checkpointDb=0"],  # dbs unused
+    ],
+)
+def test_each_guard_has_a_passing_case(sets: list[str]) -> None:
+    """…and with replicas the chart has every turn confirmed by one (WAIT 1) unless told."""
+    (cm,) = [d for d in helm_template(sets=sets) if d["kind"] == "ConfigMap"]
+    assert cm["data"]["CHECKPOINT_REDIS_WAIT_REPLICAS"] == "1"
+    assert cm["data"]["REDIS_URL"].startswith(
+        ("redis+sentinel://s1:26379,s2/mymaster/0", "redis+cluster://c1:6379")
+    )
+    (cm,) = [
+        d
+        for d in helm_template(sets=[*sets, "config.checkpointRedisWaitReplicas=0"])
+        if d["kind"] == "ConfigMap"
+    ]
+    assert cm["data"]["CHECKPOINT_REDIS_WAIT_REPLICAS"] == "0"
 
 
 def test_single_replica_sqlite_renders() -> None:

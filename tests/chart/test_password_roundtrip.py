@@ -127,3 +127,36 @@ def test_redis_password_env_path(monkeypatch: pytest.MonkeyPatch, password: str)
         parsed = parse_url(url)
         assert parsed["password"] == password
         assert parsed["db"] == db
+
+
+def eso_ha_templates(mode: str) -> dict[str, str]:
+    hosts = "{s1:26379,s2:26379}" if mode == "sentinel" else "{c1:6379,c2:6379}"
+    docs = helm_template(
+        sets=[
+            "externalSecret.enabled=true",
+            "externalSecret.secretStoreName=store",
+            "externalSecret.remoteRefs.apiKeys.key=api-keys",
+            "externalSecret.remoteRefs.redisPassword.key=redis-password",
+            f"redis.mode={mode}",
+            f"redis.{mode}.hosts={hosts}",
+        ]
+    )
+    data = one(docs, "ExternalSecret")["spec"]["target"]["template"]["data"]
+    return {name: data[name] for name in DBS}
+
+
+@pytest.mark.parametrize("mode", ["sentinel", "cluster"])
+def test_sentinel_and_cluster_url_templates_keep_every_password(tmp_path: Path, mode: str) -> None:
+    """The same ``urlquery | replace`` safety in ``redis+sentinel://`` and ``redis+cluster://``
+    URLs, read back by the service's own parser (threadline.urls)."""
+    from threadline import urls
+
+    templates = eso_ha_templates(mode)
+    for password in PASSWORDS:
+        built = evaluate(tmp_path / str(PASSWORDS.index(password)), templates, password)
+        for name, db in DBS.items():
+            target = urls.parse_redis_url(built[name])
+            assert urls.repair_redis_url(built[name]) == built[name]  # already well encoded
+            assert target.mode == mode and target.password == password, (name, json.dumps(built[name]))
+            assert target.db == (db if mode == "sentinel" else 0)
+            assert [h for h, _ in target.hosts] == (["s1", "s2"] if mode == "sentinel" else ["c1", "c2"])

@@ -8,6 +8,8 @@ import re
 import kubernetes_validate
 import pytest
 
+from threadline import urls
+
 from chart.bundle import (
     CI_VALUES,
     CRD_KINDS,
@@ -32,7 +34,7 @@ FIXED_REPLICAS = {
     "postgres-values.yaml": 1,
 }
 # ci files whose Redis is not the default redis:6379
-REDIS_PORTS = {"external-secrets-values.yaml": 6378}
+REDIS_PORTS = {"external-secrets-values.yaml": {6378}, "sentinel-values.yaml": {6379, 26379}}
 
 
 def ids(name: str | None) -> str:
@@ -122,9 +124,11 @@ def test_service_wiring(config: str | None) -> None:
         assert env["CHECKPOINT_POSTGRES_URL"]["secretKeyRef"]["key"] == "CHECKPOINT_POSTGRES_URL"
     for name, db in (("REDIS_URL", 0), ("CHECKPOINT_REDIS_URL", 1)):
         value = env[name]
+        url = None
         if isinstance(value, str):
             # In the ConfigMap without a password; REDIS_PASSWORD (if any) comes from a Secret.
-            assert re.fullmatch(rf"rediss?://[^:@]+:\d+/{db}", value), value
+            url = value
+            assert urls.parse_redis_url(url).password is None, value
         else:
             ref = value["secretKeyRef"]
             assert ref["key"] == name
@@ -132,7 +136,10 @@ def test_service_wiring(config: str | None) -> None:
             if externals:  # built by ESO: the template carries the db
                 (es,) = externals
                 assert es["spec"]["target"]["name"] == ref["name"]
-                assert es["spec"]["target"]["template"]["data"][name].endswith(f"/{db}")
+                url = re.sub(r"\{\{.*?\}\}", "pw", es["spec"]["target"]["template"]["data"][name])
+        if url is not None:  # the service's own parser: Sentinel and Cluster URLs too
+            target = urls.parse_redis_url(urls.repair_redis_url(url))
+            assert target.db == (0 if target.mode == "cluster" else db), url
     if "REDIS_PASSWORD" in env:
         assert "secretKeyRef" in env["REDIS_PASSWORD"]
 
@@ -238,7 +245,7 @@ def test_network_policy(config: str | None) -> None:
     assert api["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
     ports = {(p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"]}
-    wanted = {(53, "UDP"), (53, "TCP"), (REDIS_PORTS.get(config, 6379), "TCP")}
+    wanted = {(53, "UDP"), (53, "TCP"), *((p, "TCP") for p in REDIS_PORTS.get(config, {6379}))}
     if env["CHECKPOINT_BACKEND"] == "postgres":
         wanted.add((5432, "TCP"))
     assert ports == wanted

@@ -33,7 +33,9 @@ async def test_one_holder_at_a_time_and_tokens_increase(client):
             async with b.hold("t-excl"):
                 pass
     async with b.hold("t-excl") as second:
-        assert int(second.token) > int(first.token)
+        # "<counter>.<epoch>": the counter goes up, the epoch is the primary's (same here)
+        assert int(second.token.split(".")[0]) > int(first.token.split(".")[0])
+        assert second.token.split(".")[1] == first.token.split(".")[1] != ""
     assert await client.exists(lease_key("t-excl")) == 0
 
 

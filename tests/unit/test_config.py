@@ -246,6 +246,80 @@ def test_env_name_of_every_checkpoint_field() -> None:
         "CHECKPOINT_REDIS_FORMAT",
         "CHECKPOINT_KEEP_LAST",
         "CHECKPOINT_SQLITE_PATH",
+        "CHECKPOINT_REDIS_WAIT_REPLICAS",
+        "CHECKPOINT_REDIS_WAIT_TIMEOUT_MS",
+        "REDIS_SENTINEL_PASSWORD",
         "CHECKPOINT_POSTGRES_URL",
         "REDIS_PASSWORD",
     }
+
+
+# --- Sentinel and Cluster URLs (issue 13) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("variable", ["CHECKPOINT_REDIS_URL", "REDIS_URL"])
+def test_a_db_number_in_a_cluster_url_stops_start_up_naming_the_variable(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = CheckpointSettings if variable.startswith("CHECKPOINT_") else SessionSettings
+    message = fails(group, {variable: f"redis+cluster://:{PASSWORD}@a:7000,b:7001/1"}, monkeypatch)
+    assert message.startswith(f"{variable}: ") and "only db 0" in message
+    monkeypatch.setenv(variable, "redis+cluster://a:7000,b:7001/0")  # db 0 spelt out is fine
+    assert load(group).redis_url == "redis+cluster://a:7000,b:7001/0"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            f"redis+sentinel://:{PASSWORD}@s1,s2:26380/mymaster/1",
+            f"redis+sentinel://:{ENCODED}@s1,s2:26380/mymaster/1",
+        ),
+        (
+            f"rediss+cluster://app:{PASSWORD}@c1:6379,c2:6379",
+            f"rediss+cluster://app:{ENCODED}@c1:6379,c2:6379",
+        ),
+    ],
+)
+def test_sentinel_and_cluster_urls_are_repaired_like_any_other(
+    url: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_REDIS_URL", url)
+    monkeypatch.setenv("REDIS_URL", url)
+    assert load(CheckpointSettings).redis_url == expected
+    assert load(SessionSettings).redis_url == expected
+
+
+def test_a_sentinel_url_needs_its_service_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = fails(SessionSettings, {"REDIS_URL": f"redis+sentinel://:{PASSWORD}@s1:26379"}, monkeypatch)
+    assert message.startswith("REDIS_URL: ") and "service name" in message
+
+
+def test_redis_stack_refuses_sentinel_and_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"CHECKPOINT_BACKEND": "redis-stack", "CHECKPOINT_REDIS_URL": "redis+cluster://a:7000"}
+    message = fails(CheckpointSettings, env, monkeypatch)
+    assert message.startswith("CHECKPOINT_REDIS_URL: ") and "CHECKPOINT_BACKEND=redis" in message
+
+
+def test_sentinel_password_and_wait_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_SENTINEL_PASSWORD", PASSWORD)
+    monkeypatch.setenv("CHECKPOINT_REDIS_WAIT_REPLICAS", "1")
+    monkeypatch.setenv("CHECKPOINT_BACKEND", "redis")
+    checkpoint, session = load(CheckpointSettings), load(SessionSettings)
+    assert checkpoint.redis_sentinel_password == session.redis_sentinel_password == PASSWORD
+    assert checkpoint.redis_wait_replicas == 1 and checkpoint.redis_wait_timeout_ms == 1000
+    for text in (repr(checkpoint), repr(session)):
+        assert PASSWORD not in text
+    message = fails(CheckpointSettings, {"CHECKPOINT_REDIS_WAIT_REPLICAS": "-1"}, monkeypatch)
+    assert message.startswith("CHECKPOINT_REDIS_WAIT_REPLICAS: ")
+    env = {
+        "CHECKPOINT_REDIS_WAIT_REPLICAS": "1",
+        "CHECKPOINT_BACKEND": "postgres",
+        "CHECKPOINT_POSTGRES_URL": "postgres://pg/app",
+    }
+    message = fails(CheckpointSettings, env, monkeypatch)
+    assert message.startswith("CHECKPOINT_REDIS_WAIT_REPLICAS: ")
+
+
+def test_wait_replicas_defaults_to_0() -> None:
+    assert load(CheckpointSettings).redis_wait_replicas == 0

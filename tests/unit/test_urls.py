@@ -125,3 +125,64 @@ def test_redis_db() -> None:
     assert urls.redis_db("redis://h:6379/7") == 7
     assert urls.redis_db("redis://h:6379") == 0
     assert urls.redis_db("redis://h:6379/") == 0
+
+
+# --- Sentinel and Cluster URLs (issue 13) ----------------------------------------------------
+
+SENTINEL_AND_CLUSTER = [
+    ("redis+sentinel", "s1:26379,s2,[::1]:26380/mymaster/2"),
+    ("rediss+sentinel", "s1/mymaster"),
+    ("redis+cluster", "c1:7000,c2:7001,c3:7002"),
+    ("rediss+cluster", "c1:6379"),
+]
+
+
+@pytest.mark.parametrize("password", RAW_PASSWORDS)
+@pytest.mark.parametrize(("scheme", "rest"), SENTINEL_AND_CLUSTER)
+def test_sentinel_and_cluster_passwords_are_repaired_and_redacted(
+    scheme: str, rest: str, password: str
+) -> None:
+    raw = f"{scheme}://app:{password}@{rest}"
+    repaired = urls.repair_redis_url(raw)
+    assert urls.repair_redis_url(repaired) == repaired  # idempotent
+    target = urls.parse_redis_url(repaired)
+    assert (target.password, target.username) == (password, "app")
+    for url in (raw, repaired):
+        assert urls.redact(url) == f"{scheme}://app:***@{rest}"
+    assert password.strip() not in repr(target).replace(f"{scheme}://app:***@{rest}", "")
+
+
+def test_parse_a_sentinel_url() -> None:
+    target = urls.parse_redis_url("redis+sentinel://:pw@s1:26379,s2,[::1]:26380/mymaster/2")
+    assert target.mode == "sentinel" and not target.tls
+    assert target.hosts == (("s1", 26379), ("s2", 26379), ("::1", 26380))  # sentinels default to 26379
+    assert (target.service_name, target.db, target.password, target.username) == ("mymaster", 2, "pw", None)
+    assert urls.parse_redis_url("rediss+sentinel://s1/mymaster").db == 0
+
+
+def test_parse_a_cluster_url() -> None:
+    target = urls.parse_redis_url("rediss+cluster://u:p@c1,c2:7001")
+    assert (target.mode, target.tls, target.db) == ("cluster", True, 0)
+    assert target.hosts == (("c1", 6379), ("c2", 7001))
+    assert urls.parse_redis_url("redis+cluster://c1:7000/0").db == 0
+    assert urls.redis_db("redis+cluster://c1:7000") == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (f"redis+cluster://:{INCIDENT}@c1:7000/1", "only db 0"),
+        (f"redis+cluster://:{INCIDENT}@c1:7000,c2:70x1", "port"),
+        (f"redis+cluster://:{INCIDENT}@c1:7000,,c2:7001", "malformed host"),
+        (f"redis+cluster://:{INCIDENT}@c1:7000?ssl_cert_reqs=none", "query string"),
+        (f"redis+sentinel://:{INCIDENT}@s1:26379", "service name"),
+        (f"redis+sentinel://:{INCIDENT}@s1:26379/", "service name"),
+        (f"redis+sentinel://:{INCIDENT}@s1:26379/m/x", "db number"),
+        (f"redis+sentinel://:{INCIDENT}@s1:26379/m/1/2", "service name"),
+        (f"redis+sentinal://:{INCIDENT}@s1:26379/m", "must start with"),
+    ],
+)
+def test_sentinel_and_cluster_errors_never_contain_the_password(url: str, message: str) -> None:
+    with pytest.raises(RedisURLError, match=message) as caught:
+        urls.repair_redis_url(url)
+    assert "SKyuQydi3z7" not in str(caught.value)

@@ -129,15 +129,61 @@ threadline.redis.port: the Redis port (6379 for the in-chart Redis).
 {{- end }}
 
 {{/*
-threadline.redis.url: a Redis URL without the password; call with (dict "root" $ "db" N).
-The password, when there is one, arrives separately as REDIS_PASSWORD.
+threadline.redis.url: a Redis URL of `redis.mode`; call with (dict "root" $ "db" N) and, for a
+URL with a password, "password" (inserted verbatim after the user, e.g. an ESO template that
+percent-encodes it). Without one the password arrives separately as REDIS_PASSWORD.
+  standalone redis[s]://[user[:password]@]host:port/db
+  sentinel   redis[s]+sentinel://[user[:password]@]host:port,…/serviceName/db
+  cluster    redis[s]+cluster://[user[:password]@]host:port,…   (db 0 only: no db)
 */}}
 {{- define "threadline.redis.url" -}}
 {{- $root := .root }}
-{{- $scheme := ternary "rediss" "redis" (and $root.Values.redis.tls (not $root.Values.redis.inChart.enabled)) }}
-{{- $user := "" }}
-{{- if $root.Values.redis.username }}{{ $user = printf "%s@" ($root.Values.redis.username | urlquery) }}{{ end }}
-{{- printf "%s://%s%s:%s/%d" $scheme $user (include "threadline.redis.host" $root) (include "threadline.redis.port" $root) (int .db) }}
+{{- $r := $root.Values.redis }}
+{{- $scheme := ternary "rediss" "redis" (and $r.tls (not $r.inChart.enabled)) }}
+{{- $userinfo := "" }}
+{{- if .password }}
+{{- $userinfo = printf "%s:%s@" ($r.username | urlquery) .password }}
+{{- else if $r.username }}
+{{- $userinfo = printf "%s@" ($r.username | urlquery) }}
+{{- end }}
+{{- if eq $r.mode "sentinel" }}
+{{- printf "%s+sentinel://%s%s/%s/%d" $scheme $userinfo (join "," $r.sentinel.hosts) ($r.sentinel.serviceName | urlquery) (int .db) }}
+{{- else if eq $r.mode "cluster" }}
+{{- printf "%s+cluster://%s%s" $scheme $userinfo (join "," $r.cluster.hosts) }}
+{{- else }}
+{{- printf "%s://%s%s:%s/%d" $scheme $userinfo (include "threadline.redis.host" $root) (include "threadline.redis.port" $root) (int .db) }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.redis.waitReplicas: CHECKPOINT_REDIS_WAIT_REPLICAS; unset means 1 with replicas
+(sentinel, cluster), else 0.
+*/}}
+{{- define "threadline.redis.waitReplicas" -}}
+{{- if kindIs "invalid" .Values.config.checkpointRedisWaitReplicas }}
+{{- ternary 0 1 (eq .Values.redis.mode "standalone") }}
+{{- else }}
+{{- .Values.config.checkpointRedisWaitReplicas | int }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.redis.ports: the TCP ports the service reaches Redis on (NetworkPolicy): the nodes'
+port, and the ports of the sentinels or cluster seeds listed; one per line.
+*/}}
+{{- define "threadline.redis.ports" -}}
+{{- $ports := list (include "threadline.redis.port" . | int) }}
+{{- $hosts := list }}
+{{- if eq .Values.redis.mode "sentinel" }}{{ $hosts = .Values.redis.sentinel.hosts }}{{ end }}
+{{- if eq .Values.redis.mode "cluster" }}{{ $hosts = .Values.redis.cluster.hosts }}{{ end }}
+{{- range $hosts }}
+{{- $parts := splitList ":" . }}
+{{- $port := ternary (last $parts | int) (ternary 26379 6379 (eq $.Values.redis.mode "sentinel")) (gt (len $parts) 1) }}
+{{- $ports = append $ports $port }}
+{{- end }}
+{{- range ($ports | uniq) }}
+{{ . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -285,7 +331,19 @@ the values key to change.
 {{- if and (eq $v.config.checkpointBackend "redis-stack") (ne (int $v.redis.checkpointDb) 0) }}
 {{- fail "redis.checkpointDb must be 0 when config.checkpointBackend=redis-stack (RediSearch indexes exist only in db 0)" }}
 {{- end }}
-{{- if and (eq $v.config.checkpointBackend "redis") (eq (int $v.redis.checkpointDb) (int $v.redis.sessionDb)) }}
+{{- if and (ne $v.redis.mode "standalone") $v.redis.inChart.enabled }}
+{{- fail (printf "redis.mode=%s needs an external Redis: set redis.inChart.enabled=false (the in-chart Redis is a single node)" $v.redis.mode) }}
+{{- end }}
+{{- if and (eq $v.redis.mode "sentinel") (not $v.redis.sentinel.hosts) }}
+{{- fail "redis.sentinel.hosts is required when redis.mode=sentinel (host:port of each sentinel)" }}
+{{- end }}
+{{- if and (eq $v.redis.mode "cluster") (not $v.redis.cluster.hosts) }}
+{{- fail "redis.cluster.hosts is required when redis.mode=cluster (host:port of some cluster nodes)" }}
+{{- end }}
+{{- if and (ne $v.redis.mode "standalone") (eq $v.config.checkpointBackend "redis-stack") }}
+{{- fail "config.checkpointBackend=redis-stack supports redis.mode=standalone only: use config.checkpointBackend=redis with Sentinel or Cluster" }}
+{{- end }}
+{{- if and (eq $v.config.checkpointBackend "redis") (ne $v.redis.mode "cluster") (eq (int $v.redis.checkpointDb) (int $v.redis.sessionDb)) }}
 {{- fail "redis.checkpointDb must differ from redis.sessionDb (sessions db 0, checkpoints db 1; see adr/0003)" }}
 {{- end }}
 {{- $multi := or $v.autoscaling.enabled (gt (int $v.replicaCount) 1) }}
@@ -361,6 +419,15 @@ threadline.env: the service container's environment beyond the ConfigMap: pod na
     secretKeyRef:
       name: {{ include "threadline.redis.passwordSecretName" . }}
       key: {{ include "threadline.redis.passwordSecretKey" . }}
+{{- end }}
+{{- if eq .Values.redis.mode "sentinel" }}
+{{- /* The sentinels' own password: optional, so an existingSecret without it is fine. */}}
+- name: REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: REDIS_SENTINEL_PASSWORD
+      optional: true
 {{- end }}
 {{- end }}
 {{- if eq .Values.config.checkpointBackend "postgres" }}

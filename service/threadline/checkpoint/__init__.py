@@ -92,11 +92,14 @@ async def _open_redis(settings: CheckpointSettings) -> AsyncIterator[BaseCheckpo
 
     # The saver's client connects lazily; check reachability (and the password) now so a
     # misaddressed or down Redis is reported at open, not inside the first turn.
-    await redis_client.ping(settings.redis_url, backend="redis")
+    await redis_client.ping(
+        settings.redis_url, backend="redis", sentinel_password=settings.redis_sentinel_password
+    )
     saver = RedisCheckpointSaver.from_url(
         settings.redis_url,
         ttl_seconds=settings.redis_ttl,
         cache_bytes=settings.redis_cache_mb * 2**20,
+        sentinel_password=settings.redis_sentinel_password,
         format=settings.redis_format,
         keep_last=settings.keep_last,
     )

@@ -109,13 +109,22 @@ class Commands:
 
 
 @dataclass(frozen=True, slots=True)
+class Scan:
+    """Every key matching ``pattern``, on every master of a Cluster (SCAN; not for hot paths).
+
+    The driver sends back the list of keys (a key may repeat, as with SCAN)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True, slots=True)
 class Emit:
     """Hand one item to the caller of an iterating operation (``list``)."""
 
     value: Any
 
 
-Step = Script | Commands | Emit
+Step = Script | Commands | Scan | Emit
 Op = Generator[Step, Any, Any]
 
 # Checkpoints loaded per script call while listing.
@@ -223,6 +232,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         format: int = LATEST_FORMAT,
         keep_last: int = 0,
+        sentinel_password: str | None = None,
     ) -> RedisCheckpointSaver:
         """A saver with its own async and sync clients for ``url``.
 
@@ -230,16 +240,18 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         write here is safe to repeat). :meth:`aclose` closes them.
 
         Args:
-            url: ``redis://`` or ``rediss://`` URL, with any db number.
+            url: ``redis://``, ``rediss://`` (any db number), ``redis+sentinel://`` or
+                ``redis+cluster://`` URL (:mod:`threadline.urls`).
             ttl_seconds, cache_bytes, format, keep_last: see the class.
+            sentinel_password: the sentinels' own password (``REDIS_SENTINEL_PASSWORD``).
 
         Returns:
             The saver (no connection is made until the first call).
         """
         saver = cls(
-            redis_client.async_client(url),
+            redis_client.async_client(url, sentinel_password=sentinel_password),
             ttl_seconds=ttl_seconds,
-            sync_client=redis_client.sync_client(url),
+            sync_client=redis_client.sync_client(url, sentinel_password=sentinel_password),
             cache_bytes=cache_bytes,
             format=format,
             keep_last=keep_last,
@@ -533,13 +545,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     def _op_threads(self) -> Op:
         """Every thread id with checkpoints (SCAN: no global registry key to grow)."""
-        threads: set[str] = set()
-        cursor = 0
-        while True:
-            ((cursor, keys),) = yield Commands([("SCAN", cursor, "MATCH", INDEX_KEY_PATTERN, "COUNT", 1000)])
-            threads.update(thread_id_of_index_key(k) for k in keys)
-            if int(cursor) == 0:
-                return sorted(threads)
+        keys = yield Scan(INDEX_KEY_PATTERN)
+        return sorted({thread_id_of_index_key(k) for k in keys})
 
     def _op_list(
         self,
@@ -639,12 +646,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
 
     # --- drivers -------------------------------------------------------------------------------
 
-    def _io_sync(self, step: Script | Commands) -> Any:
+    def _io_sync(self, step: Script | Commands | Scan) -> Any:
         if self._sync_client is None:
             raise RuntimeError(
                 "this RedisCheckpointSaver has no sync_client: use the async methods, or "
                 "construct it with sync_client= (from_url does)"
             )
+        if isinstance(step, Scan):  # a Cluster client scans every master
+            return list(self._sync_client.scan_iter(match=step.pattern, count=1000))
         scripts = self._sync_scripts
         if isinstance(step, Script):
             return scripts[step.name](keys=step.keys, args=step.args)
@@ -655,27 +664,39 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 self._sync_client.script_load(script.script)
             return self._pipeline(self._sync_client, step).execute()
 
-    async def _io_async(self, step: Script | Commands) -> Any:
+    async def _io_async(self, step: Script | Commands | Scan) -> Any:
+        if isinstance(step, Scan):  # a Cluster client scans every master
+            return [k async for k in self._client.scan_iter(match=step.pattern, count=1000)]
         scripts = self._scripts
         if isinstance(step, Script):
             return await scripts[step.name](keys=step.keys, args=step.args)
         try:
-            return await self._pipeline(self._client, step).execute()
+            return await self._execute_async(step)
         except NoScriptError:  # see _io_sync; the failed MULTI wrote at most unreferenced blobs
             for script in scripts.values():
                 await self._client.script_load(script.script)
-            return await self._pipeline(self._client, step).execute()
+            return await self._execute_async(step)
+
+    async def _execute_async(self, step: Commands) -> Any:
+        if step.transaction and redis_client.is_cluster(self._client):
+            # MULTI on a Cluster: see redis_client.on_one_connection (every command of a step
+            # is on one thread's keys, so in one slot).
+            first = step.commands[0]
+            key = first.keys[0] if isinstance(first, Script) else first[1]
+            raw = [self._raw(c) if isinstance(c, Script) else c for c in step.commands]
+            return await redis_client.on_one_connection(self._client, key, *raw, transaction=True)
+        return await self._pipeline(self._client, step).execute()
+
+    def _raw(self, command: Script) -> tuple[Any, ...]:
+        sha = self._scripts[command.name].sha
+        return ("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
 
     def _pipeline(self, client: Any, step: Commands) -> Any:
         # Scripts go in as raw EVALSHA: redis-py's Script-in-pipeline support would send a
         # SCRIPT EXISTS round trip before every execute.
         pipe = client.pipeline(transaction=step.transaction)
         for command in step.commands:
-            if isinstance(command, Script):
-                sha = self._scripts[command.name].sha
-                pipe.execute_command("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
-            else:
-                pipe.execute_command(*command)
+            pipe.execute_command(*(self._raw(command) if isinstance(command, Script) else command))
         return pipe
 
     def _run_sync(self, op: Op) -> Any:
