@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from dataclasses import dataclass, field
 
@@ -95,3 +96,25 @@ def metric(base_url: str, name: str, labels: str = "") -> float:
         if line.startswith(wanted + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+# Raw HTTP/1.1 over a socket, for what httpx cannot send: headers without their body, a body
+# cut short, a request the server answers before reading it (and then closes).
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=15)
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """Everything until the server closes the connection (or 15 s pass)."""
+    chunks = []
+    sock.settimeout(15)
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except (ConnectionResetError, TimeoutError):
+        pass
+    return b"".join(chunks)
+
+
+def status_of(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1]) if response.startswith(b"HTTP/1.1 ") else 0

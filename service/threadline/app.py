@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         **docs,
     )
     app.state.runtime = runtime
-    errors.install(app)
+    errors.install(app, runtime.settings.checkpoint.backend)
     openapi.install(app)
     app.include_router(health.router)
     if server.metrics_port is None:

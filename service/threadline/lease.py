@@ -184,10 +184,16 @@ class RedisTurnLease:
                 await self._confirm_replicated(held)
         finally:
             renewer.cancel()
-            # The body may be ending because it was cancelled (client gone): release anyway, in
-            # a task of its own that the cancellation cannot reach, or the next turn waits for
-            # the lease to expire.
-            await asyncio.shield(asyncio.ensure_future(self._release_quietly(held)))
+            # The body may be ending because it was cancelled (client gone): stop the renewer and
+            # release anyway, in a task of its own that the cancellation cannot reach, or the
+            # next turn waits for the lease to expire.
+            await asyncio.shield(asyncio.ensure_future(self._stop_and_release(renewer, held)))
+
+    async def _stop_and_release(self, renewer: asyncio.Task[None], held: HeldLease) -> None:
+        """Wait for the cancelled renewer to end (so no renewal lands after the release), then
+        release the lease."""
+        await asyncio.wait([renewer])
+        await self._release_quietly(held)
 
     async def _confirm_replicated(self, held: HeldLease) -> None:
         """Return once ``wait_replicas`` replicas have every write made under ``held``.

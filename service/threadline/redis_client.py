@@ -47,6 +47,20 @@ from redis.sentinel import Sentinel
 from threadline import urls
 from threadline.checkpoint.errors import StoreUnavailable
 
+# What a Redis outage looks like to a caller (answered 503 + Retry-After, never 500): no
+# connection or no reply in time (MasterNotFoundError, no primary known to Sentinel, is a
+# ConnectionError), and during a failover a Cluster whose failed master's slots are not served
+# yet (CLUSTERDOWN, TRYAGAIN, no node for a slot) or a write that reached a primary just demoted
+# (READONLY). :func:`threadline.checkpoint.store_errors` adds these to every backend's own.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,
+    redis.exceptions.ReadOnlyError,
+)
+
 CONNECT_TIMEOUT = 2.0
 COMMAND_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 15

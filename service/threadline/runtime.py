@@ -11,11 +11,12 @@ from contextlib import AsyncExitStack
 from threadline.agent import build_graph, make_model
 from threadline.agent.registry import CHAT, bind_graphs, import_graphs
 from threadline.auth import ApiKeys
+from threadline.checkpoint import is_store_down
 from threadline.config import Settings
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
-from threadline.stores import STORE_ERRORS, Stores
+from threadline.stores import Stores
 from threadline.turns import Conversations
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ class Runtime:
             attempt = AsyncExitStack()
             try:
                 stores = await Stores.open(self.settings, attempt)
-            except STORE_ERRORS as exc:
+            except Exception as exc:
                 await attempt.aclose()
+                if not is_store_down(exc):
+                    raise
                 log.warning(
                     "stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay}
                 )

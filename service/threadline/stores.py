@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from contextlib import AsyncExitStack
 
-import psycopg
-import psycopg_pool
 import redis.asyncio as aioredis
 import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from threadline.checkpoint import StoreUnavailable, open_checkpointer
+from threadline.checkpoint import open_checkpointer
 from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
@@ -30,25 +27,6 @@ from threadline.runs.records_redis import RedisRecordStore
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 
 log = logging.getLogger(__name__)
-
-# Exceptions that mean "a store is unreachable or failing right now": answered with 503 and
-# Retry-After, never 500.
-STORE_ERRORS: tuple[type[Exception], ...] = (
-    StoreUnavailable,
-    redis.exceptions.ConnectionError,  # MasterNotFoundError (no primary known to Sentinel) too
-    redis.exceptions.TimeoutError,
-    # During a failover: a Cluster whose failed master's slots are not served yet (CLUSTERDOWN,
-    # TRYAGAIN, no node for a slot), or a write that reached a primary just demoted (READONLY).
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.RedisClusterException,
-    redis.exceptions.ReadOnlyError,
-    psycopg.OperationalError,
-    psycopg_pool.PoolTimeout,
-    sqlite3.OperationalError,
-    ConnectionError,
-    TimeoutError,
-)
 
 PING_TIMEOUT = 2.0
 

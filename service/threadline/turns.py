@@ -25,19 +25,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from threadline import metrics
-from threadline.agent.graph import MODEL_NODE
+from threadline.agent.graph import MODEL_NODE, REPLY_SUFFIX
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
@@ -54,10 +54,10 @@ __all__ = [
     "LeaseBusy",
     "LeaseLost",
     "QuotaExceeded",
-    "RunningTurn",
     "ThreadNotFound",
     "TurnResult",
     "TurnTimeout",
+    "check_message_id",
 ]
 
 
@@ -84,6 +84,24 @@ class TurnResult:
     turn: int
     reply_id: str
     reply: str
+
+
+# A client's message id: the idempotency key of its turn.
+MESSAGE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def check_message_id(message_id: str) -> str:
+    """Return ``message_id`` if a client may use it for a human message.
+
+    Raises:
+        ValueError: not 1-128 characters of ``A-Za-z0-9._:-``, or ending with the reply suffix
+            (a human message with a reply's id would replace that reply: messages merge by id).
+    """
+    if not MESSAGE_ID.fullmatch(message_id):
+        raise ValueError("must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+    if message_id.endswith(REPLY_SUFFIX):
+        raise ValueError(f"must not end with {REPLY_SUFFIX!r} (reserved for replies)")
+    return message_id
 
 
 def _role(message: BaseMessage) -> str:
@@ -362,54 +380,3 @@ class Conversations:
             ):
                 yield str(chunk.content)
         yield final
-
-
-class RunningTurn:
-    """A streamed turn running in a task of its own.
-
-    The graph run must start, run and be cancelled in one task: LangGraph binds its step
-    machinery to the task that entered it. A streaming response reads the first item in the
-    request's task and the rest in the response's task; reading through this queue keeps the
-    run in one place, and :meth:`cancel` (client gone) cancels the model call promptly.
-    """
-
-    _END = object()
-
-    def __init__(self, turn: AsyncIterator[str | TurnResult]) -> None:
-        self._items: asyncio.Queue[object] = asyncio.Queue()
-        self._task = asyncio.create_task(self._run(turn), name="turn")
-
-    async def _run(self, turn: AsyncIterator[str | TurnResult]) -> None:
-        try:
-            async with contextlib.aclosing(turn):
-                async for item in turn:
-                    self._items.put_nowait(item)
-        except Exception as exc:  # handed to the reader, who maps it to a status or event
-            self._items.put_nowait(exc)
-        finally:
-            self._items.put_nowait(self._END)
-
-    def add_done_callback(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once the turn's task has ended, however it ended."""
-        self._task.add_done_callback(lambda _: callback())
-
-    async def next(self) -> str | TurnResult | None:
-        """The next token or the result; None when the turn is over.
-
-        Raises:
-            whatever the turn raised.
-        """
-        item = await self._items.get()
-        if item is self._END:
-            return None
-        if isinstance(item, Exception):
-            raise item
-        return item  # type: ignore[return-value]
-
-    async def cancel(self) -> None:
-        """Stop the turn (if still running) and wait, bounded, for its clean-up."""
-        if not self._task.done():
-            self._task.cancel()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task

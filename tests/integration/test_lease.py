@@ -108,3 +108,32 @@ async def test_local_lease_serializes_within_a_process():
                 pass
     async with lease.hold("t"):
         pass
+
+
+def renewers(thread_id: str) -> list[asyncio.Task]:
+    return [t for t in asyncio.all_tasks() if t.get_name() == f"lease-renew-{thread_id}"]
+
+
+async def test_the_renewer_has_ended_when_the_lease_is_released(client):
+    """A background task is cancelled *and awaited*: once ``hold`` returns (normally or by
+    cancellation) its renewer is over, so no renewal can land after the release."""
+    a = make_lease(client)
+    async with a.hold("t-join"):
+        (renewer,) = renewers("t-join")
+    assert renewer.done() and not renewers("t-join")
+
+    entered = asyncio.Event()
+
+    async def turn():
+        async with a.hold("t-join"):
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(turn())
+    await entered.wait()
+    (renewer,) = renewers("t-join")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert renewer.done()
+    assert await client.exists(lease_key("t-join")) == 0

@@ -8,14 +8,13 @@ machine makes them slower, never wrong.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
 import httpx
 import pytest
 
-from client import API_KEY, Client
+from client import API_KEY, Client, connect, read_response, status_of
 from servers import ServiceProcess, redis_env
 
 pytestmark = pytest.mark.integration
@@ -37,27 +36,6 @@ def replica(redis_server, tmp_path_factory):
     proc.kill()
 
 
-def _connect(replica: ServiceProcess) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", replica.port), timeout=15)
-    return sock
-
-
-def _read_response(sock: socket.socket) -> bytes:
-    """Everything until the server closes the connection (or 15 s pass)."""
-    chunks = []
-    sock.settimeout(15)
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except (ConnectionResetError, TimeoutError):
-        pass
-    return b"".join(chunks)
-
-
-def _status(response: bytes) -> int:
-    return int(response.split(b" ", 2)[1]) if response.startswith(b"HTTP/1.1 ") else 0
-
-
 def _rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -71,7 +49,7 @@ def _send_chunked(
 ) -> None:
     """POST a chunked body of ``total`` bytes (stopping when the server closes) and record
     (bytes sent, response)."""
-    sock = _connect(replica)
+    sock = connect(replica.port)
     sent = 0
     try:
         sock.sendall(
@@ -84,7 +62,7 @@ def _send_chunked(
             sent += chunk
     except (BrokenPipeError, ConnectionResetError):
         pass
-    results.append((sent, _read_response(sock)))
+    results.append((sent, read_response(sock)))
     sock.close()
 
 
@@ -92,7 +70,7 @@ def test_chunked_body_without_credentials_is_refused_before_it_is_read(replica):
     results: list = []
     _send_chunked(replica, "", 300 * 1024 * 1024, results)
     sent, response = results[0]
-    assert _status(response) == 401, response[:200]
+    assert status_of(response) == 401, response[:200]
     assert b'"unauthenticated"' in response
     # Refused on the headers: what got out is what the socket buffers took, not 300 MB.
     assert sent < 32 * 1024 * 1024
@@ -113,7 +91,7 @@ def test_four_oversized_chunked_bodies_are_cut_at_the_cap(replica):
         sender.join(60)
     assert len(results) == 4
     for sent, response in results:
-        assert _status(response) == 413, response[:200]
+        assert status_of(response) == 413, response[:200]
         assert b'"content_too_large"' in response
         assert sent < 32 * 1024 * 1024
     # Issue 10 saw +2.1 GB for this; the target is at most 64 MB.
@@ -121,23 +99,23 @@ def test_four_oversized_chunked_bodies_are_cut_at_the_cap(replica):
 
 
 def test_content_length_over_the_cap_is_413_without_reading(replica):
-    sock = _connect(replica)
+    sock = connect(replica.port)
     sock.sendall(
         f"POST /v1/threads/abc/messages HTTP/1.1\r\nHost: t\r\nX-API-Key: {API_KEY}\r\n"
         f"Content-Length: {CAP + 1}\r\n\r\n".encode()
     )
-    assert _status(_read_response(sock)) == 413
+    assert status_of(read_response(sock)) == 413
 
 
 def test_a_body_that_does_not_arrive_in_time_is_408_and_closed(replica):
-    sock = _connect(replica)
+    sock = connect(replica.port)
     started = time.monotonic()
     sock.sendall(
         f"POST /v1/threads/abc/messages HTTP/1.1\r\nHost: t\r\nX-API-Key: {API_KEY}\r\n"
         f'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"content":'.encode()
     )
-    response = _read_response(sock)  # returns when the server closes
-    assert _status(response) == 408, response[:200]
+    response = read_response(sock)  # returns when the server closes
+    assert status_of(response) == 408, response[:200]
     assert b'"body_timeout"' in response
     assert time.monotonic() - started < 12  # issue 10: such sockets stayed open past 12 s
 
@@ -148,23 +126,23 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_closed(replica):
     ids=["idle socket", "partial headers"],
 )
 def test_a_request_whose_headers_do_not_arrive_in_time_is_closed(replica, sent):
-    sock = _connect(replica)
+    sock = connect(replica.port)
     started = time.monotonic()
     sock.sendall(sent)
-    response = _read_response(sock)
-    assert response == b"" or _status(response) == 408
+    response = read_response(sock)
+    assert response == b"" or status_of(response) == 408
     assert time.monotonic() - started < 12
 
 
 def test_oversized_headers_are_431(replica):
-    sock = _connect(replica)
+    sock = connect(replica.port)
     sock.sendall(b"GET /livez HTTP/1.1\r\nHost: t\r\n")
     try:
         for _ in range(40):  # 40 x 1 KB > HTTP_MAX_HEADER_BYTES=8192, headers never end
             sock.sendall(b"X-Filler: " + b"a" * 1024 + b"\r\n")
     except (BrokenPipeError, ConnectionResetError):
         pass
-    assert _status(_read_response(sock)) == 431
+    assert status_of(read_response(sock)) == 431
 
 
 def test_keep_alive_requests_on_one_connection_still_work(replica):
@@ -176,7 +154,7 @@ def test_keep_alive_requests_on_one_connection_still_work(replica):
 
 def test_connections_past_the_limit_get_503(redis_server, start_replica):
     limited = start_replica(redis_env(redis_server, HTTP_MAX_CONNECTIONS="4"), name="conn-limit")
-    idle = [_connect(limited) for _ in range(4)]
+    idle = [connect(limited.port) for _ in range(4)]
     try:
         assert httpx.get(f"{limited.url}/livez", timeout=10).status_code == 503
     finally:
@@ -217,7 +195,7 @@ def test_a_pipelined_request_outliving_the_header_deadline_is_not_cut(redis_serv
     )
     thread = Client(slow.url, API_KEY).new_thread()
     body = b'{"content": "one two three four five"}'
-    sock = _connect(slow)
+    sock = connect(slow.port)
     sock.sendall(
         b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n"
         + f"POST /v1/threads/{thread}/messages HTTP/1.1\r\nHost: t\r\nX-API-Key: {API_KEY}\r\n"
@@ -225,7 +203,7 @@ def test_a_pipelined_request_outliving_the_header_deadline_is_not_cut(redis_serv
         f"Connection: close\r\n\r\n".encode()
         + body
     )
-    response = _read_response(sock)
+    response = read_response(sock)
     assert response.count(b"HTTP/1.1 200") == 2, response[:300]
     assert b"event: done" in response
 
@@ -234,7 +212,7 @@ def test_a_body_the_route_does_not_read_closes_the_connection(replica):
     """POST /v1/threads takes no body: answered at once, and the connection closed rather than
     left to swallow a 300 MB upload nobody reads."""
     results: list = []
-    sock = _connect(replica)
+    sock = connect(replica.port)
     sent = 0
     try:
         sock.sendall(
@@ -247,7 +225,7 @@ def test_a_body_the_route_does_not_read_closes_the_connection(replica):
             sent += 65536
     except (BrokenPipeError, ConnectionResetError):
         pass
-    results.append(_read_response(sock))
-    assert _status(results[0]) == 201
+    results.append(read_response(sock))
+    assert status_of(results[0]) == 201
     assert b"connection: close" in results[0].lower()
     assert sent < 32 * 1024 * 1024

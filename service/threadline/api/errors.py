@@ -13,8 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from threadline.checkpoint import store_errors
 from threadline.runs.errors import Conflict, Invalid, NotFound
-from threadline.stores import STORE_ERRORS
 from threadline.turns import (
     IdempotencyConflict,
     LeaseBusy,
@@ -69,7 +69,10 @@ def quota_error(exc: QuotaExceeded) -> ApiError:
     return ApiError(429, "quota_exceeded", f"quota exceeded: {exc.setting}={exc.limit}")
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, backend: str) -> None:
+    """The error handlers; ``backend`` (``CHECKPOINT_BACKEND``) decides which store errors
+    are answered 503 (:func:`threadline.checkpoint.store_errors`)."""
+
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
@@ -115,7 +118,7 @@ def install(app: FastAPI) -> None:
 
         app.add_exception_handler(exc_type, _domain)
 
-    for exc_type in STORE_ERRORS:
+    for exc_type in store_errors(backend):
 
         async def _store(_: Request, exc: Exception) -> JSONResponse:
             log.warning("store unavailable", extra={"error": type(exc).__name__})

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from threadline.api.deps import RuntimeDep
 from threadline.api.errors import RETRY_AFTER_SECONDS, error_response
 from threadline.api.openapi import error_responses
-from threadline.stores import STORE_ERRORS
+from threadline.checkpoint import is_store_down
 
 router = APIRouter(tags=["health"])
 # Mounted on the API port only when METRICS_PORT is unset (threadline.server serves it there).
@@ -32,7 +32,9 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
         return error_response(503, "stores_unavailable", "the stores are not reachable yet", retry)
     try:
         await runtime.stores.ping()
-    except STORE_ERRORS as exc:
+    except Exception as exc:
+        if not is_store_down(exc):
+            raise
         return error_response(
             503, "stores_unavailable", f"a store did not answer ({type(exc).__name__})", retry
         )

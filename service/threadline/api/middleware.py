@@ -24,8 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from threadline import metrics
 from threadline.api.deps import PRINCIPAL_SCOPE_KEY, authenticate
 from threadline.api.errors import ApiError, error_response, unavailable
+from threadline.checkpoint import is_store_down
 from threadline.runtime import Runtime
-from threadline.stores import STORE_ERRORS
 
 # Routes that take a body without credentials (the body holds them).
 PUBLIC_BODY_PATHS = frozenset({"/v1/sessions"})
@@ -130,7 +130,9 @@ class ServiceMiddleware:
                 except ApiError as exc:
                     await refuse(exc)
                     return
-                except STORE_ERRORS:
+                except Exception as exc:
+                    if not is_store_down(exc):
+                        raise
                     await refuse(unavailable("a store is unreachable; retry shortly"))
                     return
             await self.app(scope, capped_receive, send_with_replica)

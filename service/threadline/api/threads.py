@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
-from pydantic import BaseModel, Field, StrictStr, field_validator
+from pydantic import BaseModel, StrictStr, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.agent.graph import REPLY_SUFFIX
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
 from threadline.api.openapi import error_responses
-from threadline.stores import STORE_ERRORS
-from threadline.turns import RunningTurn, TurnResult
+from threadline.api.turn_stream import RunningTurn
+from threadline.checkpoint import is_store_down
+from threadline.turns import TurnResult, check_message_id
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +28,12 @@ router = APIRouter(prefix="/v1/threads", tags=["threads"])
 class MessageIn(BaseModel):
     content: StrictStr
     # The idempotency key: a retry with the same id never runs the turn twice.
-    id: StrictStr | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    id: StrictStr | None = None
 
     @field_validator("id")
     @classmethod
-    def _not_a_reply_id(cls, value: str | None) -> str | None:
-        # A human message with a reply's id would replace that reply (messages merge by id).
-        if value is not None and value.endswith(REPLY_SUFFIX):
-            raise ValueError(f"must not end with {REPLY_SUFFIX!r} (reserved for replies)")
-        return value
+    def _valid_message_id(cls, value: str | None) -> str | None:
+        return None if value is None else check_message_id(value)  # the rules are the turns'
 
 
 class ThreadCreated(BaseModel):
@@ -155,7 +152,9 @@ async def _events(
             else:
                 yield ServerSentEvent(json.dumps({"token": item}), event="token")
             item = await turn.next()
-    except (*STORE_ERRORS, *DOMAIN_ERRORS) as exc:
+    except Exception as exc:
+        if not (is_store_down(exc) or type(exc) in DOMAIN_ERRORS):
+            raise
         status, code, message = DOMAIN_ERRORS.get(
             type(exc), (503, "unavailable", "a store is unreachable; retry")
         )

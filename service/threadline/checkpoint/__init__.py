@@ -9,6 +9,9 @@
 =============== ==========================================================================
 
 Every saver comes out wrapped once by :mod:`threadline.checkpoint.instrumented` (metrics).
+Whether an error means "a store is down right now" (503 + Retry-After, retry later) is decided
+here, once: :func:`store_errors` / :func:`is_store_down`, from the Redis client's transient
+errors and the ``TRANSIENT_ERRORS`` each backend module exports.
 An unreachable store raises :class:`StoreUnavailable` at open; it is never replaced by memory.
 Backend modules are imported only when chosen, so a process on one backend never imports the
 client libraries of the others. (No bare ``import redis`` here: once the submodule
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -31,7 +35,7 @@ from threadline.checkpoint.errors import StoreUnavailable
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
 from threadline.config import CheckpointSettings
 
-__all__ = ["InstrumentedSaver", "StoreUnavailable", "open_checkpointer"]
+__all__ = ["InstrumentedSaver", "StoreUnavailable", "is_store_down", "open_checkpointer", "store_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +66,55 @@ async def open_checkpointer(
         yield instrument(saver, settings.backend)
 
 
+# The module of each backend that has one; imported only when that backend is chosen.
+_MODULES = {
+    "sqlite": "threadline.checkpoint.sqlite",
+    "redis": "threadline.checkpoint.redis",
+    "redis-stack": "threadline.checkpoint.redis_stack",
+    "postgres": "threadline.checkpoint.postgres",
+}
+# Down whatever the backend: our own signal, and the OS's connection and timeout errors.
+_ALWAYS_DOWN: tuple[type[Exception], ...] = (StoreUnavailable, ConnectionError, TimeoutError)
+
+
+def store_errors(backend: str | None = None) -> tuple[type[Exception], ...]:
+    """The exception types that mean "a store is unreachable or failing right now".
+
+    Args:
+        backend: a ``CHECKPOINT_BACKEND``: its module is imported and its errors included.
+            None: the errors of every backend module this process has loaded (a backend's
+            client library can only raise once it is imported).
+
+    Returns:
+        The Redis client's transient errors (sessions, lease and records use Redis with any
+        backend), plus the backends' ``TRANSIENT_ERRORS``.
+    """
+    if backend is not None:
+        if backend in _MODULES:
+            importlib.import_module(_MODULES[backend])
+        names = [_MODULES[backend]] if backend in _MODULES else []
+    else:
+        names = list(_MODULES.values())
+    backend_errors = tuple(
+        error for name in names for error in getattr(sys.modules.get(name), "TRANSIENT_ERRORS", ())
+    )
+    return (*_ALWAYS_DOWN, *redis_client.TRANSIENT_ERRORS, *backend_errors)
+
+
+def is_store_down(exc: BaseException) -> bool:
+    """True when ``exc`` means a store is unreachable or failing right now (see
+    :func:`store_errors`): answer 503 with Retry-After, report not-ready, retry."""
+    return isinstance(exc, store_errors())
+
+
 def _opener(backend: str) -> Opener:
     if backend == "memory":
         return _open_memory
     if backend == "redis":
         return _open_redis
-    module = {
-        "sqlite": "threadline.checkpoint.sqlite",
-        "redis-stack": "threadline.checkpoint.redis_stack",
-        "postgres": "threadline.checkpoint.postgres",
-    }.get(backend)
-    if module is None:  # CheckpointSettings allows only the five names; this is a bug guard
+    if backend not in _MODULES:  # CheckpointSettings allows only the five names; a bug guard
         raise config.ConfigError(f"CHECKPOINT_BACKEND: unknown backend {backend!r}")
-    return importlib.import_module(module).open_saver
+    return importlib.import_module(_MODULES[backend]).open_saver
 
 
 @asynccontextmanager

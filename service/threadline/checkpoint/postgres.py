@@ -34,6 +34,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from threadline.checkpoint.errors import StoreUnavailable
 from threadline.config import CheckpointSettings
 
+# The server away or the pool exhausted: the store is failing, not the request.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout)
+
 log = logging.getLogger(__name__)
 
 # Seconds to wait for the first connection at start-up before reporting StoreUnavailable.

@@ -32,6 +32,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from threadline.checkpoint.errors import StoreUnavailable
 from threadline.config import CheckpointSettings
 
+# A locked or unreadable database file: the store is failing, not the request.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+
 
 def _bridge(sync_name: str) -> Callable[..., Any]:
     """An async method that runs ``self.<sync_name>`` in a worker thread.

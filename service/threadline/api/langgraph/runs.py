@@ -24,9 +24,9 @@ from threadline import metrics
 from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel, documented
+from threadline.checkpoint import is_store_down
 from threadline.runs.records import RunRecord, event_id_valid
 from threadline.runs.runs import STREAM_MODES, Runs, run_dict
-from threadline.stores import STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,9 @@ async def _stream_events(
         async for event in runs.events(principal, run.thread_id, run.run_id, after, modes, check=False):
             yield ServerSentEvent(event.data.decode(), event=event.event, id=event.id)
         finished = True
-    except STORE_ERRORS as exc:
+    except Exception as exc:
+        if not is_store_down(exc):
+            raise
         log.warning("run stream cut by a store error", extra={"error": type(exc).__name__})
         error = {
             "error": "StoreUnavailable",
