@@ -28,6 +28,7 @@ requests fail 3 times out of 5 (issue 10). A wait that runs out is a ``Connectio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -125,33 +126,63 @@ class _PrimaryFollowingConnection(SentinelManagedConnection):
         )
 
 
-def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
-    """An asyncio client for ``url`` (any of the three forms) under the policy above.
+@dataclass(frozen=True)
+class _Flavor:
+    """redis-py's classes for one I/O model: the async and the sync client are built alike."""
 
-    Connects lazily. ``sentinel_password`` (``REDIS_SENTINEL_PASSWORD``) is used only to talk
-    to the sentinels of a ``redis+sentinel://`` URL.
-    """
+    redis: Any
+    pool: Any
+    sentinel: Any
+    cluster: Any
+    node: Any
+    retry: Any
+    sentinel_connection: Any = None
+
+
+_ASYNC = _Flavor(
+    aioredis.Redis,
+    aioredis.BlockingConnectionPool,
+    AsyncSentinel,
+    AsyncRedisCluster,
+    AsyncClusterNode,
+    AsyncRetry,
+    _PrimaryFollowingConnection,
+)
+_SYNC = _Flavor(redis.Redis, redis.BlockingConnectionPool, Sentinel, RedisCluster, ClusterNode, Retry)
+
+
+def _client(flavor: _Flavor, url: str, sentinel_password: str | None) -> Any:
     target = urls.parse_redis_url(url)
-    retry = AsyncRetry(_backoff(), retries=RETRIES)
+    retry = flavor.retry(_backoff(), retries=RETRIES)
     if target.mode == "standalone":
-        pool = aioredis.BlockingConnectionPool.from_url(
+        pool = flavor.pool.from_url(
             url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT, retry=retry, **_options()
         )
-        return aioredis.Redis.from_pool(pool)
+        return flavor.redis.from_pool(pool)
     if target.mode == "sentinel":
-        sentinel = AsyncSentinel(
+        sentinel = flavor.sentinel(
             list(target.hosts),
             sentinel_kwargs=_sentinel_options(target, sentinel_password),
             retry=retry,
             db=target.db,
             **_node_options(target),
         )
-        return sentinel.master_for(target.service_name, connection_class=_PrimaryFollowingConnection)
-    return AsyncRedisCluster(
-        startup_nodes=[AsyncClusterNode(host, port) for host, port in target.hosts],
+        extra = {"connection_class": flavor.sentinel_connection} if flavor.sentinel_connection else {}
+        return sentinel.master_for(target.service_name, **extra)
+    return flavor.cluster(
+        startup_nodes=[flavor.node(host, port) for host, port in target.hosts],
         retry=retry,
         **_node_options(target),
     )
+
+
+def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
+    """An asyncio client for ``url`` (any of the three forms) under the policy above.
+
+    Connects lazily. ``sentinel_password`` (``REDIS_SENTINEL_PASSWORD``) is used only to talk
+    to the sentinels of a ``redis+sentinel://`` URL.
+    """
+    return _client(_ASYNC, url, sentinel_password)
 
 
 def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient:
@@ -160,27 +191,7 @@ def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient
     Unlike the others, redis-py's sync ``RedisCluster`` maps the cluster when it is built (a
     few ms; ``RedisClusterException``, a store error, when no seed answers).
     """
-    target = urls.parse_redis_url(url)
-    retry = Retry(_backoff(), retries=RETRIES)
-    if target.mode == "standalone":
-        pool = redis.BlockingConnectionPool.from_url(
-            url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT, retry=retry, **_options()
-        )
-        return redis.Redis.from_pool(pool)
-    if target.mode == "sentinel":
-        sentinel = Sentinel(
-            list(target.hosts),
-            sentinel_kwargs=_sentinel_options(target, sentinel_password),
-            retry=retry,
-            db=target.db,
-            **_node_options(target),
-        )
-        return sentinel.master_for(target.service_name)
-    return RedisCluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in target.hosts],
-        retry=retry,
-        **_node_options(target),
-    )
+    return _client(_SYNC, url, sentinel_password)
 
 
 def is_cluster(client: Any) -> bool:
