@@ -115,6 +115,10 @@ class RecordStore(Protocol):
         """The thread's runs, newest first."""
         ...
 
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        """The thread's runs created after ISO time ``created_after``, oldest first."""
+        ...
+
     async def first_active_run(self, thread_id: str) -> str | None:
         """The run id at the head of the thread's queue (the one allowed to run)."""
         ...
@@ -227,6 +231,11 @@ class LocalRecordStore:
 
     async def runs_of(self, thread_id: str) -> list[RunRecord]:
         return [replace(r) for r in reversed(self._runs.get(thread_id, {}).values())]
+
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        after = datetime.fromisoformat(created_after)
+        runs = self._runs.get(thread_id, {}).values()
+        return [replace(r) for r in runs if datetime.fromisoformat(r.created_at) > after]
 
     async def first_active_run(self, thread_id: str) -> str | None:
         queue = self._queues.get(thread_id)

@@ -232,6 +232,17 @@ class RedisRecordStore:
             rows = await pipe.execute()
         return [run for row in rows if (run := _run(row)) is not None]
 
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        index = runs_index_key(thread_id)
+        ids = [_text(r) for r in await self._client.zrangebyscore(index, f"({_score(created_after)}", "+inf")]
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for run_id in ids:
+                pipe.hgetall(run_key(thread_id, run_id))
+            rows = await pipe.execute()
+        return [run for row in rows if (run := _run(row)) is not None]
+
     async def first_active_run(self, thread_id: str) -> str | None:
         head = await self._client.zrange(run_queue_key(thread_id), 0, 0)
         return _text(head[0]) if head else None

@@ -57,6 +57,8 @@ STREAM_MODES = (
 )
 # Between two looks at the thread's queue while an enqueued run waits its turn.
 QUEUE_POLL_SECONDS = 0.05
+# Between two looks for the next run of a thread whose stream a client follows while it is idle.
+THREAD_STREAM_POLL_SECONDS = 0.5
 # A stateless run's thread is deleted this long after the run ends, so its creator can still
 # read the result; should this process die first, the records' TTL collects it.
 STATELESS_GRACE_SECONDS = 60.0
@@ -450,6 +452,49 @@ class Runs:
                 mode = event.event.split("|", 1)[0]
                 if not wanted or mode in wanted or mode in ("metadata", "error"):
                     yield event
+
+    async def thread_events(
+        self, principal: str, thread_id: str, after: tuple[str, str] | None = None
+    ) -> AsyncIterator[tuple[str, RunEvent]]:
+        """After checking the thread is the principal's: ``(run id, event)`` of the thread's
+        runs as they execute, one run after another (the SDK's ``threads.join_stream``): the run
+        active now from its first event (or, with ``after`` = ``(run id, event id)``, after that
+        event of that run), then every later run. It never ends by itself: the caller stops when
+        its client goes away.
+
+        Raises:
+            NotFound: no such thread of the principal.
+        """
+        await self.threads.record(principal, thread_id)
+        return self._follow_thread(principal, thread_id, after)
+
+    async def _follow_thread(
+        self, principal: str, thread_id: str, after: tuple[str, str] | None
+    ) -> AsyncIterator[tuple[str, RunEvent]]:
+        # Runs are found by creation time, not by the queue: a short run may start and end
+        # between two looks, and its events stay readable (FINISHED_EVENTS_TTL_SECONDS). Run
+        # creation times come from the replicas' clocks (kept in sync by NTP).
+        since = now_iso()
+        todo: list[RunRecord] = []
+        start: str | None = None
+        seen: set[str] = set()
+        if after is not None and (run := await self.records.get_run(thread_id, after[0])) is not None:
+            todo, start = [run], after[1]
+        elif (head := await self.records.first_active_run(thread_id)) is not None:
+            todo = [run] if (run := await self.records.get_run(thread_id, head)) is not None else []
+        while True:
+            for run in todo:
+                if run.run_id in seen:
+                    continue
+                seen.add(run.run_id)
+                async for event in self.events(principal, thread_id, run.run_id, start, check=False):
+                    yield run.run_id, event
+                start, since = None, max(since, run.created_at)
+            todo = await self.records.runs_since(thread_id, since)
+            if not todo:
+                if await self.records.get_thread(thread_id) is None:
+                    return  # deleted
+                await asyncio.sleep(THREAD_STREAM_POLL_SECONDS)
 
     async def cancel(self, principal: str, thread_id: str, run_id: str) -> RunRecord:
         """Ask the run's executor (on whichever replica) to stop; an ended run is left as is."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -24,7 +25,7 @@ from threadline import metrics
 from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel, documented
-from threadline.runs.records import RunRecord, event_id_valid
+from threadline.runs.records import RunEvent, RunRecord, event_id_valid
 from threadline.runs.runs import STREAM_MODES, Runs, run_dict
 from threadline.stores import STORE_ERRORS
 
@@ -61,6 +62,13 @@ def _sse(runtime, body: AsyncIterator[ServerSentEvent], headers: dict[str, str])
     )
 
 
+def _store_error(exc: Exception) -> ServerSentEvent:
+    """The last event of a stream cut by a store error."""
+    log.warning("run stream cut by a store error", extra={"error": type(exc).__name__})
+    error = {"error": "StoreUnavailable", "message": "a store is unreachable; reconnect with Last-Event-ID"}
+    return ServerSentEvent(orjson.dumps(error).decode(), event="error")
+
+
 async def _stream_events(
     runs: Runs,
     principal: str,
@@ -79,12 +87,7 @@ async def _stream_events(
             yield ServerSentEvent(event.data.decode(), event=event.event, id=event.id)
         finished = True
     except STORE_ERRORS as exc:
-        log.warning("run stream cut by a store error", extra={"error": type(exc).__name__})
-        error = {
-            "error": "StoreUnavailable",
-            "message": "a store is unreachable; reconnect with Last-Event-ID",
-        }
-        yield ServerSentEvent(orjson.dumps(error).decode(), event="error")
+        yield _store_error(exc)
     finally:
         metrics.ACTIVE_STREAMS.dec()
         if not finished and cancel_on_disconnect:
@@ -215,6 +218,51 @@ async def join_stream(
         cancel_on_disconnect=cancel_on_disconnect,
     )
     return _sse(runtime, events, _where(run, "stream"))
+
+
+@router.get("/threads/{thread_id}/stream", responses={**SSE_RESPONSE, **documented(400, 404)})
+async def join_thread_stream(
+    thread_id: ThreadId,
+    principal: Principal,
+    runs: RunsDep,
+    runtime: RuntimeDep,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    """The thread's runs' events as they execute, one run after another, until the client goes
+    away (the SDK's ``threads.join_stream``). Each event's id is ``<run id>/<event id>``, so a
+    reconnect with ``Last-Event-ID`` resumes after it, on any replica. ``stream_mode``: only
+    ``run_modes`` (each run's own modes, the SDK's default)."""
+    unsupported = sorted(set(filter(None, stream_mode or [])) - {"run_modes"})
+    if unsupported:
+        raise ApiError(422, "invalid_request", f"stream_mode: {unsupported} not supported; use run_modes")
+    after = None
+    if last_event_id:
+        run_id, _, event_id = last_event_id.partition("/")
+        if not _is_uuid(run_id) or not event_id_valid(event_id):
+            raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this thread stream")
+        after = (run_id, event_id)
+    events = await runs.thread_events(principal, thread_id, after)
+    return _sse(runtime, _thread_sse(events), {})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+async def _thread_sse(events: AsyncIterator[tuple[str, RunEvent]]) -> AsyncIterator[ServerSentEvent]:
+    metrics.ACTIVE_STREAMS.inc()
+    try:
+        async for run_id, event in events:
+            yield ServerSentEvent(event.data.decode(), event=event.event, id=f"{run_id}/{event.id}")
+    except STORE_ERRORS as exc:
+        yield _store_error(exc)
+    finally:
+        metrics.ACTIVE_STREAMS.dec()
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=documented(202, 400, 404))
