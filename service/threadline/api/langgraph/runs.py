@@ -24,7 +24,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from threadline import metrics
 from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel, documented
+from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel
+from threadline.api.openapi import error_responses
 from threadline.runs.records import RunEvent, RunRecord, event_id_valid
 from threadline.runs.runs import STREAM_MODES, Runs, run_dict
 from threadline.stores import STORE_ERRORS
@@ -127,13 +128,13 @@ def _wait_response(
 # -- on a thread --
 
 
-@router.post("/threads/{thread_id}/runs", responses=documented(400, 404, 409))
+@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409))
 async def create(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, thread_id, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **documented(400, 404, 409)})
+@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409)})
 async def stream(
     thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -144,7 +145,7 @@ async def stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/threads/{thread_id}/runs/wait", responses=documented(400, 404, 409))
+@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409))
 async def wait(
     thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep
 ) -> StreamingResponse:
@@ -152,7 +153,7 @@ async def wait(
     return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
-@router.get("/threads/{thread_id}/runs", responses=documented(400, 404))
+@router.get("/threads/{thread_id}/runs", responses=error_responses(400, 404))
 async def list_runs(
     thread_id: ThreadId,
     principal: Principal,
@@ -166,19 +167,21 @@ async def list_runs(
     return [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}", responses=documented(400, 404))
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=error_responses(400, 404))
 async def get(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.get(principal, thread_id, run_id)
     return _json(run_dict(run), _where(run))
 
 
-@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, responses=documented(400, 404, 409))
+@router.delete(
+    "/threads/{thread_id}/runs/{run_id}", status_code=204, responses=error_responses(400, 404, 409)
+)
 async def delete(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
     await runs.delete(principal, thread_id, run_id)
     return Response(status_code=204)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/join", responses=documented(400, 404))
+@router.get("/threads/{thread_id}/runs/{run_id}/join", responses=error_responses(400, 404))
 async def join(
     thread_id: ThreadId,
     run_id: RunId,
@@ -190,7 +193,9 @@ async def join(
     return _wait_response(runs, principal, run, cancel_on_disconnect)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream", responses={**SSE_RESPONSE, **documented(400, 404)})
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream", responses={**SSE_RESPONSE, **error_responses(400, 404)}
+)
 async def join_stream(
     request: Request,
     thread_id: ThreadId,
@@ -220,7 +225,7 @@ async def join_stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.get("/threads/{thread_id}/stream", responses={**SSE_RESPONSE, **documented(400, 404)})
+@router.get("/threads/{thread_id}/stream", responses={**SSE_RESPONSE, **error_responses(400, 404)})
 async def join_thread_stream(
     thread_id: ThreadId,
     principal: Principal,
@@ -265,7 +270,7 @@ async def _thread_sse(events: AsyncIterator[tuple[str, RunEvent]]) -> AsyncItera
         metrics.ACTIVE_STREAMS.dec()
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=documented(202, 400, 404))
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=error_responses(202, 400, 404))
 async def cancel(
     thread_id: ThreadId,
     run_id: RunId,
@@ -285,13 +290,13 @@ async def cancel(
 # -- stateless --
 
 
-@router.post("/runs", responses=documented(404, 409))
+@router.post("/runs", responses=error_responses(404, 409))
 async def create_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, None, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/runs/stream", responses={**SSE_RESPONSE, **documented(404, 409)})
+@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409)})
 async def stream_stateless(
     body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -302,13 +307,13 @@ async def stream_stateless(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/runs/wait", responses=documented(404, 409))
+@router.post("/runs/wait", responses=error_responses(404, 409))
 async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> StreamingResponse:
     run = await runs.create(principal, None, body.payload())
     return _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
-@router.post("/runs/cancel", status_code=204, responses=documented(404))
+@router.post("/runs/cancel", status_code=204, responses=error_responses(404))
 async def cancel_many(
     body: RunsCancel,
     principal: Principal,
