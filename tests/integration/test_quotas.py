@@ -5,7 +5,9 @@ the start-up warning when the checkpoint Redis would evict keys."""
 from __future__ import annotations
 
 import time
+import uuid
 
+import httpx
 import pytest
 import redis
 
@@ -40,6 +42,25 @@ def test_threads_per_principal_across_replicas(replicas):
     Client(replicas[0].url, OTHER_KEY).new_thread()  # another tenant is not affected
     assert b.http.delete(f"/v1/threads/{first}").status_code == 204
     a.new_thread()  # a deleted thread stops counting
+
+
+def test_langgraph_api_threads_and_run_inputs_take_the_same_quotas(replicas):
+    a, b = (httpx.Client(base_url=r.url, headers={"x-api-key": API_KEY}, timeout=30) for r in replicas)
+    first = a.post("/threads", json={}).json()["thread_id"]
+    Client(replicas[1].url, API_KEY).new_thread()  # a /v1 thread counts toward the same quota
+    _refused(b.post("/threads", json={}), "QUOTA_THREADS_PER_PRINCIPAL=2")
+    stateless = a.post("/runs/wait", json={"assistant_id": "chat", "input": {}})
+    _refused(stateless, "QUOTA_THREADS_PER_PRINCIPAL=2")
+    missing = str(uuid.uuid4())
+    body = {"assistant_id": "chat", "input": {"messages": []}, "if_not_exists": "create"}
+    _refused(a.post(f"/threads/{missing}/runs/wait", json=body), "QUOTA_THREADS_PER_PRINCIPAL=2")
+    assert b.get(f"/threads/{missing}").status_code == 404  # refused: nothing stored
+    # Run input bytes count toward QUOTA_THREAD_BYTES=100 (its JSON).
+    hi = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "x" * 40}]}}
+    assert a.post(f"/threads/{first}/runs/wait", json=hi).status_code == 200
+    _refused(b.post(f"/threads/{first}/runs/wait", json=hi), "QUOTA_THREAD_BYTES=100")
+    assert a.delete(f"/threads/{first}").status_code == 204  # releases its slot
+    assert b.post("/threads", json={}).status_code == 200
 
 
 def test_message_bytes_per_thread(replicas):

@@ -136,6 +136,7 @@ class Runs:
                 record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
                 await self.records.update_thread(thread_id, metadata=record.metadata)
             await self._check_resume(assistant, thread_id, payload)
+        await self.threads.count_input(principal, thread_id, payload.get("input"))
         strategy = payload.get("multitask_strategy") or "enqueue"
         now = now_iso()
         run = RunRecord(
@@ -283,14 +284,13 @@ class Runs:
             local.set_result(result)
         if run.kwargs.get("stateless") and run.kwargs.get("on_completion", "delete") == "delete":
             asyncio.get_running_loop().call_later(
-                STATELESS_GRACE_SECONDS, lambda: asyncio.ensure_future(self._drop_thread(run.thread_id))
+                STATELESS_GRACE_SECONDS,
+                lambda: asyncio.ensure_future(self._drop_thread(run.owner, run.thread_id)),
             )
 
-    async def _drop_thread(self, thread_id: str) -> None:
+    async def _drop_thread(self, owner: str, thread_id: str) -> None:
         with contextlib.suppress(Exception):
-            async with self.lease.hold(thread_id):
-                await self.threads.checkpointer.adelete_thread(thread_id)
-                await self.records.delete_thread(thread_id)
+            await self.threads.delete(owner, thread_id)
 
     async def _cancelled(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
