@@ -14,6 +14,7 @@ import redis
 from threadline.config import QuotaSettings
 from threadline.quotas import QuotaExceeded, RedisQuotas
 from threadline.redis_client import async_client
+from threadline.redis_keys import thread_bytes_key
 
 from client import API_KEY, OTHER_KEY, Client
 from servers import RedisServer, redis_env
@@ -124,5 +125,21 @@ async def test_expired_threads_stop_counting(fresh_redis):
         await quotas.reserve_thread("alice", "t3")
         with pytest.raises(QuotaExceeded):
             await quotas.reserve_thread("alice", "t4")
+    finally:
+        await client.aclose()
+
+
+async def test_message_bytes_are_counted_after_redis_forgot_the_script(fresh_redis):
+    """add_message_bytes sends the script by its SHA in one round trip; a Redis that lost it
+    (restarted, SCRIPT FLUSH) gets it loaded and counts the same."""
+    client = async_client(fresh_redis.url(1))
+    quotas = RedisQuotas(client, QuotaSettings(thread_bytes=10), ttl_seconds=100)
+    try:
+        await client.script_flush()
+        await quotas.add_message_bytes("alice", "t1", 6)
+        with pytest.raises(QuotaExceeded):
+            await quotas.add_message_bytes("alice", "t1", 5)
+        await quotas.add_message_bytes("alice", "t1", 4)
+        assert int(await client.get(thread_bytes_key("t1"))) == 10
     finally:
         await client.aclose()
