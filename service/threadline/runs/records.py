@@ -127,7 +127,11 @@ class RecordStore(Protocol):
         self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
     ) -> str | None:
         """Set the run's status; with ``event`` (name, data), append it in the same step and
-        return its id (one round trip for "running" and the run's first event)."""
+        return its id (one round trip for "running" and the run's first event).
+
+        Raises:
+            KeyError: no such run (deleted with its thread): nothing written.
+        """
         ...
 
     async def finish_run(
@@ -244,8 +248,9 @@ class LocalRecordStore:
     async def set_run_status(
         self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
     ) -> str | None:
-        if (run := self._runs.get(thread_id, {}).get(run_id)) is not None:
-            run.status, run.updated_at = status, now_iso()
+        if (run := self._runs.get(thread_id, {}).get(run_id)) is None:
+            raise KeyError(run_id)
+        run.status, run.updated_at = status, now_iso()
         return await self.append_event(thread_id, run_id, *event) if event is not None else None
 
     async def finish_run(

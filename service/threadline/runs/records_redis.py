@@ -112,6 +112,19 @@ class RedisRecordStore:
     return 1
     """
 
+    # KEYS[1] run, KEYS[2] events; ARGV[1] status, ARGV[2] now, ARGV[3] ttl, ARGV[4] event name
+    # ('' for none), ARGV[5] event data. Only an existing run (a run deleted with its thread
+    # must not come back). Returns the event's id, '' without an event, false if no such run.
+    SET_RUN_STATUS = """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+    redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_at', ARGV[2])
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    if ARGV[4] == '' then return '' end
+    local id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[4], 'd', ARGV[5])
+    redis.call('EXPIRE', KEYS[2], ARGV[3])
+    return id
+    """
+
     def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
         self._client = client
         self._ttl = ttl_seconds
@@ -119,6 +132,7 @@ class RedisRecordStore:
         self._update_thread = client.register_script(self.UPDATE_THREAD)
         self._create_run = client.register_script(self.CREATE_RUN)
         self._finish_run = client.register_script(self.FINISH_RUN)
+        self._set_run_status = client.register_script(self.SET_RUN_STATUS)
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -250,16 +264,14 @@ class RedisRecordStore:
     async def set_run_status(
         self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
     ) -> str | None:
-        key = run_key(thread_id, run_id)
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"status": status, "updated_at": now_iso()})
-            pipe.expire(key, self._ttl)
-            if event is not None:
-                events = run_events_key(thread_id, run_id)
-                pipe.xadd(events, {"e": event[0], "d": event[1]})
-                pipe.expire(events, self._ttl)
-            answers = await pipe.execute()
-        return _text(answers[2]) if event is not None else None
+        name, data = event or ("", b"")
+        entry = await self._set_run_status(
+            keys=[run_key(thread_id, run_id), run_events_key(thread_id, run_id)],
+            args=[status, now_iso(), self._ttl, name, data],
+        )
+        if entry is None:
+            raise KeyError(run_id)
+        return _text(entry) or None
 
     async def finish_run(
         self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes

@@ -319,11 +319,15 @@ class Runs:
         while True:
             try:
                 async with self.lease.hold(run.thread_id) as held:
-                    # "running" and the run's first event in one step.
+                    # "running" and the run's first event in one step; a run deleted with its
+                    # thread meanwhile is not run (its checkpoints would come back).
                     metadata = wire.dumps({"run_id": run.run_id, "attempt": 1})
-                    await self.records.set_run_status(
-                        run.thread_id, run.run_id, "running", ("metadata", metadata)
-                    )
+                    try:
+                        await self.records.set_run_status(
+                            run.thread_id, run.run_id, "running", ("metadata", metadata)
+                        )
+                    except KeyError:
+                        raise _RunGone(run.run_id) from None
                     return await self._run_graph(run, assistant, held)
             except LeaseBusy:
                 continue  # a /v1 turn on this thread: wait for it
