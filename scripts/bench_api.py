@@ -94,6 +94,7 @@ class Level:
     wall: float = 0.0
     cpu: float = 0.0
     store_cpu: float | None = None
+    store_calls: int | None = None
     latencies: list[float] = field(default_factory=list)
     first_error: str = ""
 
@@ -114,6 +115,12 @@ class Level:
             return math.nan
         return self.store_cpu / self.runs * 1000
 
+    @property
+    def calls_per_run(self) -> float:
+        if self.store_calls is None or not self.runs:
+            return math.nan
+        return self.store_calls / self.runs
+
 
 # --- the servers ------------------------------------------------------------------------------
 
@@ -128,6 +135,19 @@ class Served:
     pid: int
     api_key: str | None = None
     store_pid: int | None = None
+    redis_url: str | None = None
+
+
+def redis_calls(url: str) -> int:
+    """Commands the Redis at ``url`` has served (``INFO commandstats``, all databases), the
+    INFO itself included: read around a level, divided by its runs, the Redis commands per run."""
+    from threadline.redis_client import sync_client
+
+    client = sync_client(url)
+    try:
+        return sum(int(v["calls"]) for v in client.info("commandstats").values())
+    finally:
+        client.close()
 
 
 def venv(name: str, packages: list[str], python: str = sys.executable) -> Path:
@@ -200,7 +220,7 @@ def threadline(work: Path) -> Iterator[Served]:
     try:
         replica.start(timeout=60)
         assert replica.proc is not None and redis.proc is not None
-        yield Served("threadline", replica.url, replica.proc.pid, API_KEY, redis.proc.pid)
+        yield Served("threadline", replica.url, replica.proc.pid, API_KEY, redis.proc.pid, redis.url(0))
     finally:
         replica.stop()
         redis.close()
@@ -369,11 +389,14 @@ async def measure(client, served: Served, concurrency: int, args: argparse.Names
             await run(thread, True)
 
     store = served.store_pid
+    calls = served.redis_url and redis_calls(served.redis_url)
     cpu, store_cpu, wall = tree_cpu(served.pid), store and tree_cpu(store), time.perf_counter()
     await asyncio.gather(*(worker(t) for t in threads))
     level.wall, level.cpu = time.perf_counter() - wall, tree_cpu(served.pid) - cpu
     if store:
         level.store_cpu = tree_cpu(store) - store_cpu
+    if served.redis_url:
+        level.store_calls = redis_calls(served.redis_url) - calls - 1
     return level
 
 
@@ -396,7 +419,8 @@ async def drive(servers: list[Served], levels: list[int], args: argparse.Namespa
                     f"bench-api: {served.name:<13} c={concurrency:<3} {level.runs:>5} runs"
                     f"  {level.rate:8.1f} runs/s  p50 {level.ms(50):8.1f} ms  p99 {level.ms(99):8.1f} ms"
                     f"  cpu {level.cpu_ms:6.1f} ms/run (+ store {level.store_cpu_ms:.1f})"
-                    f"  errors {level.errors}{error}",
+                    + (f"  redis {level.calls_per_run:.0f} cmd/run" if level.store_calls is not None else "")
+                    + f"  errors {level.errors}{error}",
                     flush=True,
                 )
     finally:

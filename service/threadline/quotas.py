@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from threadline.config import QuotaSettings, env_name
 from threadline.redis_keys import principal_threads_key, thread_bytes_key
@@ -111,14 +112,22 @@ class RedisQuotas:
 
     async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
         limit = self._settings.thread_bytes
-        if await self._add_bytes(keys=[thread_bytes_key(thread_id)], args=[n, limit, self._ttl]) < 0:
-            raise QuotaExceeded(THREAD_BYTES, limit)
-        # Active now: the thread counts until ttl after this (its checkpoints live that long).
-        key = principal_threads_key(principal)
+        bytes_key, key = thread_bytes_key(thread_id), principal_threads_key(principal)
+        # One round trip (a LangGraph API run calls this once per run): the count, and the
+        # thread is active now, so it counts until ttl after this (its checkpoints live that
+        # long). The activity is marked even when the bytes are refused: the thread exists
+        # (XX) and its client just used it. Two slots on Redis Cluster, so not one script.
         async with self._client.pipeline(transaction=False) as pipe:
+            pipe.evalsha(self._add_bytes.sha, 1, bytes_key, n, limit, self._ttl)
             pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
             pipe.pexpire(key, self._ttl * 1000)
-            await pipe.execute()
+            total, *_ = await pipe.execute(raise_on_error=False)
+        if isinstance(total, redis.exceptions.NoScriptError):  # a restarted Redis: load it
+            total = await self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl])
+        elif isinstance(total, Exception):
+            raise total
+        if total < 0:
+            raise QuotaExceeded(THREAD_BYTES, limit)
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         await self._client.zrem(principal_threads_key(principal), thread_id)

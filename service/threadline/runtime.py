@@ -74,7 +74,9 @@ class Runtime:
             stack.push_async_callback(attempt.aclose)
             graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)
             self.assistants = Assistants(graphs)
-            self.threads = Threads(stores.records, self.assistants, stores.lease, stores.checkpointer)
+            self.threads = Threads(
+                stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas
+            )
             self.runs = Runs(
                 self.threads,
                 self.assistants,

@@ -219,6 +219,44 @@ async def test_last_event_id_resumes_on_the_other_replica(pair: Pair) -> None:
     assert whole[-1].event == "values"
 
 
+async def test_thread_join_stream_follows_the_threads_runs_across_replicas(pair: Pair) -> None:
+    a, b = pair.client("a"), pair.client("b")
+    tid = (await a.threads.create())["thread_id"]
+    parts: list = []
+    ended = asyncio.Event()
+
+    async def follow(client, last_event_id=None, until=2) -> None:
+        async for part in await client.threads.join_stream(tid, last_event_id=last_event_id):
+            parts.append(part)
+            if sum(p.event == "values" and "answer" in p.data for p in parts) >= until:
+                ended.set()
+                return
+
+    # Opened while the thread is idle (on replica b); two runs started later on replica a.
+    follower = asyncio.create_task(follow(b))
+    await asyncio.sleep(0.3)
+    for _ in range(2):
+        await a.runs.wait(tid, "refunds", input={"request": "where is my parcel?"})
+    await asyncio.wait_for(ended.wait(), 30)
+    await follower
+    runs = {p.id.split("/")[0] for p in parts}
+    assert len(runs) == 2 and [p.event for p in parts].count("metadata") == 2
+    # Resumed after the first event of the second run: the rest of that run, on replica a.
+    second = [p for p in parts if p.id.startswith(parts[-1].id.split("/")[0])]
+    resumed: list = []
+    async for part in await a.threads.join_stream(tid, last_event_id=second[0].id):
+        resumed.append(part)
+        if len(resumed) == len(second) - 1:
+            break
+    assert [p.id for p in resumed] == [p.id for p in second[1:]]
+    with pytest.raises(NotFoundError):
+        async for _ in await pair.client("a", OTHER_KEY).threads.join_stream(tid):
+            pass
+    with pytest.raises(UnprocessableEntityError):
+        async for _ in await a.threads.join_stream(tid, last_event_id="nonsense"):
+            pass
+
+
 async def test_cancel_from_the_other_replica_stops_the_run(pair: Pair) -> None:
     a, b = pair.client("a"), pair.client("b")
     thread = await a.threads.create()

@@ -5,13 +5,16 @@ the start-up warning when the checkpoint Redis would evict keys."""
 from __future__ import annotations
 
 import time
+import uuid
 
+import httpx
 import pytest
 import redis
 
 from threadline.config import QuotaSettings
 from threadline.quotas import QuotaExceeded, RedisQuotas
 from threadline.redis_client import async_client
+from threadline.redis_keys import thread_bytes_key
 
 from client import API_KEY, OTHER_KEY, Client
 from servers import RedisServer, redis_env
@@ -40,6 +43,25 @@ def test_threads_per_principal_across_replicas(replicas):
     Client(replicas[0].url, OTHER_KEY).new_thread()  # another tenant is not affected
     assert b.http.delete(f"/v1/threads/{first}").status_code == 204
     a.new_thread()  # a deleted thread stops counting
+
+
+def test_langgraph_api_threads_and_run_inputs_take_the_same_quotas(replicas):
+    a, b = (httpx.Client(base_url=r.url, headers={"x-api-key": API_KEY}, timeout=30) for r in replicas)
+    first = a.post("/threads", json={}).json()["thread_id"]
+    Client(replicas[1].url, API_KEY).new_thread()  # a /v1 thread counts toward the same quota
+    _refused(b.post("/threads", json={}), "QUOTA_THREADS_PER_PRINCIPAL=2")
+    stateless = a.post("/runs/wait", json={"assistant_id": "chat", "input": {}})
+    _refused(stateless, "QUOTA_THREADS_PER_PRINCIPAL=2")
+    missing = str(uuid.uuid4())
+    body = {"assistant_id": "chat", "input": {"messages": []}, "if_not_exists": "create"}
+    _refused(a.post(f"/threads/{missing}/runs/wait", json=body), "QUOTA_THREADS_PER_PRINCIPAL=2")
+    assert b.get(f"/threads/{missing}").status_code == 404  # refused: nothing stored
+    # Run input bytes count toward QUOTA_THREAD_BYTES=100 (its JSON).
+    hi = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "x" * 40}]}}
+    assert a.post(f"/threads/{first}/runs/wait", json=hi).status_code == 200
+    _refused(b.post(f"/threads/{first}/runs/wait", json=hi), "QUOTA_THREAD_BYTES=100")
+    assert a.delete(f"/threads/{first}").status_code == 204  # releases its slot
+    assert b.post("/threads", json={}).status_code == 200
 
 
 def test_message_bytes_per_thread(replicas):
@@ -103,5 +125,21 @@ async def test_expired_threads_stop_counting(fresh_redis):
         await quotas.reserve_thread("alice", "t3")
         with pytest.raises(QuotaExceeded):
             await quotas.reserve_thread("alice", "t4")
+    finally:
+        await client.aclose()
+
+
+async def test_message_bytes_are_counted_after_redis_forgot_the_script(fresh_redis):
+    """add_message_bytes sends the script by its SHA in one round trip; a Redis that lost it
+    (restarted, SCRIPT FLUSH) gets it loaded and counts the same."""
+    client = async_client(fresh_redis.url(1))
+    quotas = RedisQuotas(client, QuotaSettings(thread_bytes=10), ttl_seconds=100)
+    try:
+        await client.script_flush()
+        await quotas.add_message_bytes("alice", "t1", 6)
+        with pytest.raises(QuotaExceeded):
+            await quotas.add_message_bytes("alice", "t1", 5)
+        await quotas.add_message_bytes("alice", "t1", 4)
+        assert int(await client.get(thread_bytes_key("t1"))) == 10
     finally:
         await client.aclose()

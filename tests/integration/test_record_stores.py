@@ -149,3 +149,22 @@ async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server
     assert await client.ttl(run_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
     assert await client.ttl(run_end_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
     await client.aclose()
+
+
+async def test_a_run_deleted_with_its_thread_is_not_set_running(store: RecordStore) -> None:
+    """The executor marks its run running only if it still exists: a thread deleted between
+    the run's creation and its start must not come back through the run's first write."""
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    assert await store.create_run(run, reject_if_busy=False, alive_seconds=5)  # heads the queue
+    second = run_on(t.thread_id)
+    assert not await store.create_run(second, reject_if_busy=False)  # queued behind it
+    assert await store.alive(t.thread_id, run.run_id)
+    event_id = await store.set_run_status(t.thread_id, run.run_id, "running", ("metadata", b"{}"))
+    assert [e.id for e in await store.read_events(t.thread_id, run.run_id, None, 0)] == [event_id]
+    await store.delete_thread(t.thread_id)
+    with pytest.raises(KeyError):
+        await store.set_run_status(t.thread_id, second.run_id, "running", ("metadata", b"{}"))
+    assert await store.get_run(t.thread_id, second.run_id) is None
+    assert await store.read_events(t.thread_id, second.run_id, None, 0) == []

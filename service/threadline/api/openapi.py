@@ -22,13 +22,15 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 _DESCRIPTIONS = {
+    202: "Accepted (the run is asked to stop)",
     400: "Invalid identifier",
     401: "Missing or bad credentials",
     404: "Not found (or another principal's)",
+    405: "Not allowed: assistants are the deployment's graphs",
     408: "The request body did not arrive in time",
-    409: "Conflict (thread busy, lease lost, message id reused)",
+    409: "Conflict (thread exists or busy, lease lost, message id reused, no interrupt, run active)",
     413: "Body or content too large, or content empty",
-    422: "Invalid request",
+    422: "Invalid request (the message says why)",
     429: "A quota is exhausted (the message names it)",
     503: "A store is unreachable, the replica is draining or at a limit; retry (Retry-After)",
     504: "The turn took longer than TURN_TIMEOUT_SECONDS",
@@ -48,8 +50,9 @@ class ErrorBody(BaseModel):
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: these statuses, answered with :class:`ErrorBody`."""
-    return {status: {"model": ErrorBody, "description": _DESCRIPTIONS[status]} for status in statuses}
+    """``responses=`` for a route (``/v1`` and the LangGraph API alike): the statuses its own
+    logic answers; every 4xx/5xx gets :class:`ErrorBody` when the document is completed."""
+    return {status: {"description": _DESCRIPTIONS[status]} for status in statuses}
 
 
 def _add(responses: dict[str, Any], status: int) -> None:

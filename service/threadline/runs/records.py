@@ -94,8 +94,14 @@ class RecordStore(Protocol):
         """Every thread record of ``owner``, newest first."""
         ...
 
-    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
-        """Store the run as pending, queue it on its thread and mark the thread busy.
+    async def create_run(
+        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+    ) -> bool:
+        """Store the run as pending, queue it on its thread and mark the thread busy; with
+        ``alive_seconds``, its executor is alive (:meth:`beat`) for that long, in the same step.
+
+        Returns:
+            Whether the run heads the thread's queue (its turn has come).
 
         Raises:
             RunRejected: ``reject_if_busy`` and the thread has an active run.
@@ -109,11 +115,24 @@ class RecordStore(Protocol):
         """The thread's runs, newest first."""
         ...
 
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        """The thread's runs created after ISO time ``created_after``, oldest first."""
+        ...
+
     async def first_active_run(self, thread_id: str) -> str | None:
         """The run id at the head of the thread's queue (the one allowed to run)."""
         ...
 
-    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None: ...
+    async def set_run_status(
+        self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
+    ) -> str | None:
+        """Set the run's status; with ``event`` (name, data), append it in the same step and
+        return its id (one round trip for "running" and the run's first event).
+
+        Raises:
+            KeyError: no such run (deleted with its thread): nothing written.
+        """
+        ...
 
     async def finish_run(
         self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
@@ -195,7 +214,9 @@ class LocalRecordStore:
         mine = [replace(t, metadata=dict(t.metadata)) for t in self._threads.values() if t.owner == owner]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)
 
-    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
+    async def create_run(
+        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+    ) -> bool:
         thread = self._threads.get(run.thread_id)
         if thread is None:
             raise KeyError(run.thread_id)
@@ -206,6 +227,7 @@ class LocalRecordStore:
         self._runs.setdefault(run.thread_id, {})[run.run_id] = run
         self._events[run.run_id] = []
         self._threads[run.thread_id] = replace(thread, status="busy", updated_at=now_iso())
+        return queue[0] == run.run_id
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         run = self._runs.get(thread_id, {}).get(run_id)
@@ -214,13 +236,22 @@ class LocalRecordStore:
     async def runs_of(self, thread_id: str) -> list[RunRecord]:
         return [replace(r) for r in reversed(self._runs.get(thread_id, {}).values())]
 
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        after = datetime.fromisoformat(created_after)
+        runs = self._runs.get(thread_id, {}).values()
+        return [replace(r) for r in runs if datetime.fromisoformat(r.created_at) > after]
+
     async def first_active_run(self, thread_id: str) -> str | None:
         queue = self._queues.get(thread_id)
         return queue[0] if queue else None
 
-    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None:
-        if (run := self._runs.get(thread_id, {}).get(run_id)) is not None:
-            run.status, run.updated_at = status, now_iso()
+    async def set_run_status(
+        self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
+    ) -> str | None:
+        if (run := self._runs.get(thread_id, {}).get(run_id)) is None:
+            raise KeyError(run_id)
+        run.status, run.updated_at = status, now_iso()
+        return await self.append_event(thread_id, run_id, *event) if event is not None else None
 
     async def finish_run(
         self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes

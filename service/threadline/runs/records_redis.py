@@ -73,18 +73,23 @@ class RedisRecordStore:
     redis.call('EXPIRE', KEYS[1], ARGV[1])
     return 1
     """
-    # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run; ARGV[1] reject (1/0),
-    # ARGV[2] run id, ARGV[3] created ms, ARGV[4] ttl, ARGV[5] now, ARGV[6..] run fields.
-    # Returns 1 queued, 0 rejected (thread has an active run), -1 no such thread.
+    # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat;
+    # ARGV[1] reject (1/0), ARGV[2] run id, ARGV[3] created ms, ARGV[4] ttl, ARGV[5] now,
+    # ARGV[6] heartbeat ms (0: none), ARGV[7..] run fields. Returns 2 queued at the head of the
+    # queue (its turn now), 1 queued behind another run, 0 rejected (thread has an active
+    # run), -1 no such thread. The heartbeat is set with the run: nobody may take it for an
+    # orphan before its executor starts, and one round trip does both.
     CREATE_RUN = """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
     if ARGV[1] == '1' and redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 6))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 7))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
     for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
+    if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], 1, 'PX', ARGV[6]) end
+    if redis.call('ZCARD', KEYS[3]) == 1 then return 2 end
     return 1
     """
     # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end;
@@ -107,6 +112,19 @@ class RedisRecordStore:
     return 1
     """
 
+    # KEYS[1] run, KEYS[2] events; ARGV[1] status, ARGV[2] now, ARGV[3] ttl, ARGV[4] event name
+    # ('' for none), ARGV[5] event data. Only an existing run (a run deleted with its thread
+    # must not come back). Returns the event's id, '' without an event, false if no such run.
+    SET_RUN_STATUS = """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+    redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_at', ARGV[2])
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    if ARGV[4] == '' then return '' end
+    local id = redis.call('XADD', KEYS[2], '*', 'e', ARGV[4], 'd', ARGV[5])
+    redis.call('EXPIRE', KEYS[2], ARGV[3])
+    return id
+    """
+
     def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
         self._client = client
         self._ttl = ttl_seconds
@@ -114,6 +132,7 @@ class RedisRecordStore:
         self._update_thread = client.register_script(self.UPDATE_THREAD)
         self._create_run = client.register_script(self.CREATE_RUN)
         self._finish_run = client.register_script(self.FINISH_RUN)
+        self._set_run_status = client.register_script(self.SET_RUN_STATUS)
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -186,12 +205,15 @@ class RedisRecordStore:
 
     # -- runs --
 
-    async def create_run(self, run: RunRecord, reject_if_busy: bool) -> None:
+    async def create_run(
+        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+    ) -> bool:
         keys = [
             thread_record_key(run.thread_id),
             runs_index_key(run.thread_id),
             run_queue_key(run.thread_id),
             run_key(run.thread_id, run.run_id),
+            run_heartbeat_key(run.thread_id, run.run_id),
         ]
         created = await self._create_run(
             keys=keys,
@@ -201,6 +223,7 @@ class RedisRecordStore:
                 _score(run.created_at),
                 self._ttl,
                 run.created_at,
+                int(alive_seconds * 1000) if alive_seconds else 0,
                 *_run_fields(run),
             ],
         )
@@ -208,6 +231,7 @@ class RedisRecordStore:
             raise KeyError(run.thread_id)
         if created == 0:
             raise RunRejected(run.thread_id)
+        return created == 2
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         return _run(await self._client.hgetall(run_key(thread_id, run_id)))
@@ -222,16 +246,32 @@ class RedisRecordStore:
             rows = await pipe.execute()
         return [run for row in rows if (run := _run(row)) is not None]
 
+    async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
+        index = runs_index_key(thread_id)
+        ids = [_text(r) for r in await self._client.zrangebyscore(index, f"({_score(created_after)}", "+inf")]
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for run_id in ids:
+                pipe.hgetall(run_key(thread_id, run_id))
+            rows = await pipe.execute()
+        return [run for row in rows if (run := _run(row)) is not None]
+
     async def first_active_run(self, thread_id: str) -> str | None:
         head = await self._client.zrange(run_queue_key(thread_id), 0, 0)
         return _text(head[0]) if head else None
 
-    async def set_run_status(self, thread_id: str, run_id: str, status: str) -> None:
-        key = run_key(thread_id, run_id)
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"status": status, "updated_at": now_iso()})
-            pipe.expire(key, self._ttl)
-            await pipe.execute()
+    async def set_run_status(
+        self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
+    ) -> str | None:
+        name, data = event or ("", b"")
+        entry = await self._set_run_status(
+            keys=[run_key(thread_id, run_id), run_events_key(thread_id, run_id)],
+            args=[status, now_iso(), self._ttl, name, data],
+        )
+        if entry is None:
+            raise KeyError(run_id)
+        return _text(entry) or None
 
     async def finish_run(
         self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
@@ -318,9 +358,13 @@ class RedisRecordStore:
         # Polled, not BLPOPed: a run ends by cancelling this wait, and cancelling a blocking
         # command makes redis-py drop its connection (a reconnect per run). A cancel is seen
         # within CANCEL_POLL_SECONDS.
+        # The first look comes after one interval: most runs end before it (a run of the
+        # benchmark's graph takes ~9 ms), which saves a command per run.
         key = run_cancel_key(thread_id, run_id)
-        while not await self._client.exists(key):  # noqa: ASYNC110 (the state is in Redis)
+        while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
+            if await self._client.exists(key):
+                return
 
 
 def _score(iso: str) -> int:

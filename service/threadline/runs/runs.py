@@ -57,6 +57,8 @@ STREAM_MODES = (
 )
 # Between two looks at the thread's queue while an enqueued run waits its turn.
 QUEUE_POLL_SECONDS = 0.05
+# Between two looks for the next run of a thread whose stream a client follows while it is idle.
+THREAD_STREAM_POLL_SECONDS = 0.5
 # A stateless run's thread is deleted this long after the run ends, so its creator can still
 # read the result; should this process die first, the records' TTL collects it.
 STATELESS_GRACE_SECONDS = 60.0
@@ -92,6 +94,8 @@ class Runs:
         self.records = records
         self.lease = lease
         self._tasks: set[asyncio.Task] = set()
+        # Results of the runs executing in this process, once recorded (None: read the store).
+        self._results: dict[str, asyncio.Future[bytes | None]] = {}
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -132,6 +136,7 @@ class Runs:
                 record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
                 await self.records.update_thread(thread_id, metadata=record.metadata)
             await self._check_resume(assistant, thread_id, payload)
+        await self.threads.count_input(principal, thread_id, payload.get("input"))
         strategy = payload.get("multitask_strategy") or "enqueue"
         now = now_iso()
         run = RunRecord(
@@ -152,17 +157,18 @@ class Runs:
             for other in await self.records.runs_of(thread_id):
                 if other.status in ACTIVE_RUN_STATUSES:
                     await self.records.request_cancel(thread_id, other.run_id)
-        # Alive before it is queued: nobody may take it for an orphan before its executor starts.
-        await self.records.beat(thread_id, run.run_id, self.heartbeat_seconds)
         try:
-            await self.records.create_run(run, reject_if_busy=strategy == "reject")
+            # Alive as it is queued: nobody may take it for an orphan before its executor starts.
+            first = await self.records.create_run(
+                run, reject_if_busy=strategy == "reject", alive_seconds=self.heartbeat_seconds
+            )
         except RunRejected:
             raise Conflict(
                 "thread_busy", "the thread has a pending or running run (multitask_strategy=reject)"
             ) from None
         except KeyError:
             raise NotFound("thread") from None
-        self._start(run, assistant)
+        self._start(run, assistant, first=first)
         return run
 
     async def _check_resume(self, assistant: Assistant, thread_id: str, payload: dict[str, Any]) -> None:
@@ -180,21 +186,25 @@ class Runs:
 
     # -- execute --
 
-    def _start(self, run: RunRecord, assistant: Assistant) -> None:
-        task = asyncio.create_task(self._execute(run, assistant), name=f"run-{run.run_id}")
+    def _start(self, run: RunRecord, assistant: Assistant, first: bool = False) -> None:
+        task = asyncio.create_task(self._execute(run, assistant, first), name=f"run-{run.run_id}")
         self._tasks.add(task)
+        self._results[run.run_id] = asyncio.get_running_loop().create_future()
         self.idle.clear()
 
         def done(t: asyncio.Task) -> None:
             self._tasks.discard(t)
+            result = self._results.pop(run.run_id, None)
+            if result is not None and not result.done():
+                result.set_result(None)  # ended without recording: joiners read the store
             if not self._tasks:
                 self.idle.set()
 
         task.add_done_callback(done)
 
-    async def _execute(self, run: RunRecord, assistant: Assistant) -> None:
+    async def _execute(self, run: RunRecord, assistant: Assistant, first: bool = False) -> None:
         """Run to the end or until cancelled; always finishes the run's records."""
-        body = asyncio.create_task(self._run_in_turn(run, assistant), name=f"run-body-{run.run_id}")
+        body = asyncio.create_task(self._run_in_turn(run, assistant, first), name=f"run-body-{run.run_id}")
         cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
         heart = asyncio.create_task(self._keep_beating(run))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
@@ -269,16 +279,18 @@ class Runs:
                 "could not record the end of a run", extra={"run_id": run.run_id, "error": type(exc).__name__}
             )
             return
+        # Recorded: a joiner in this process has the result without asking the store.
+        if (local := self._results.get(run.run_id)) is not None and not local.done():
+            local.set_result(result)
         if run.kwargs.get("stateless") and run.kwargs.get("on_completion", "delete") == "delete":
             asyncio.get_running_loop().call_later(
-                STATELESS_GRACE_SECONDS, lambda: asyncio.ensure_future(self._drop_thread(run.thread_id))
+                STATELESS_GRACE_SECONDS,
+                lambda: asyncio.ensure_future(self._drop_thread(run.owner, run.thread_id)),
             )
 
-    async def _drop_thread(self, thread_id: str) -> None:
+    async def _drop_thread(self, owner: str, thread_id: str) -> None:
         with contextlib.suppress(Exception):
-            async with self.lease.hold(thread_id):
-                await self.threads.checkpointer.adelete_thread(thread_id)
-                await self.records.delete_thread(thread_id)
+            await self.threads.delete(owner, thread_id)
 
     async def _cancelled(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
@@ -290,11 +302,14 @@ class Runs:
         status = "interrupted" if state.interrupts else "idle"
         return "interrupted", status, wire.dumps({"__error__": error})
 
-    async def _run_in_turn(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
+    async def _run_in_turn(
+        self, run: RunRecord, assistant: Assistant, first: bool = False
+    ) -> tuple[str, str, bytes]:
         """Wait for the run's turn (head of the queue, then the lease), run it, and return
-        ``(run status, thread status, result)``."""
+        ``(run status, thread status, result)``. ``first``: it headed the queue when created
+        (only its own end takes it off), so the queue is not read again."""
         delay = QUEUE_POLL_SECONDS
-        while (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
+        while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
                 raise _RunGone(run.run_id)
             if await self._end_orphan(run.thread_id, head):
@@ -304,7 +319,15 @@ class Runs:
         while True:
             try:
                 async with self.lease.hold(run.thread_id) as held:
-                    await self.records.set_run_status(run.thread_id, run.run_id, "running")
+                    # "running" and the run's first event in one step; a run deleted with its
+                    # thread meanwhile is not run (its checkpoints would come back).
+                    metadata = wire.dumps({"run_id": run.run_id, "attempt": 1})
+                    try:
+                        await self.records.set_run_status(
+                            run.thread_id, run.run_id, "running", ("metadata", metadata)
+                        )
+                    except KeyError:
+                        raise _RunGone(run.run_id) from None
                     return await self._run_graph(run, assistant, held)
             except LeaseBusy:
                 continue  # a /v1 turn on this thread: wait for it
@@ -316,8 +339,7 @@ class Runs:
         graph = assistant.graph
         config = _run_config(run, assistant, held.token)
         requested = list(kwargs.get("stream_mode") or ["values"])
-        emit = _Emitter(self.records, run, requested)
-        await emit("metadata", {"run_id": run.run_id, "attempt": 1})
+        emit = _Emitter(self.records, run, requested)  # "metadata" went with "running"
         graph_input = _graph_input(kwargs)
         deadline = asyncio.timeout(self.timeout_seconds)
         try:
@@ -391,6 +413,12 @@ class Runs:
         ``check=False`` skips the owner check, for the caller that just created the run."""
         if check:
             await self.get(principal, thread_id, run_id)
+        local = self._results.get(run_id)
+        if local is not None:  # executed here: its result arrives without a store read
+            # Shielded: a joiner that goes away must not cancel the future of the others.
+            result = await asyncio.shield(local)
+            if result is not None:
+                return result
         while True:
             result = await self.records.result(thread_id, run_id, 4.0)
             if result is not None:
@@ -428,6 +456,49 @@ class Runs:
                 mode = event.event.split("|", 1)[0]
                 if not wanted or mode in wanted or mode in ("metadata", "error"):
                     yield event
+
+    async def thread_events(
+        self, principal: str, thread_id: str, after: tuple[str, str] | None = None
+    ) -> AsyncIterator[tuple[str, RunEvent]]:
+        """After checking the thread is the principal's: ``(run id, event)`` of the thread's
+        runs as they execute, one run after another (the SDK's ``threads.join_stream``): the run
+        active now from its first event (or, with ``after`` = ``(run id, event id)``, after that
+        event of that run), then every later run. It never ends by itself: the caller stops when
+        its client goes away.
+
+        Raises:
+            NotFound: no such thread of the principal.
+        """
+        await self.threads.record(principal, thread_id)
+        return self._follow_thread(principal, thread_id, after)
+
+    async def _follow_thread(
+        self, principal: str, thread_id: str, after: tuple[str, str] | None
+    ) -> AsyncIterator[tuple[str, RunEvent]]:
+        # Runs are found by creation time, not by the queue: a short run may start and end
+        # between two looks, and its events stay readable (FINISHED_EVENTS_TTL_SECONDS). Run
+        # creation times come from the replicas' clocks (kept in sync by NTP).
+        since = now_iso()
+        todo: list[RunRecord] = []
+        start: str | None = None
+        seen: set[str] = set()
+        if after is not None and (run := await self.records.get_run(thread_id, after[0])) is not None:
+            todo, start = [run], after[1]
+        elif (head := await self.records.first_active_run(thread_id)) is not None:
+            todo = [run] if (run := await self.records.get_run(thread_id, head)) is not None else []
+        while True:
+            for run in todo:
+                if run.run_id in seen:
+                    continue
+                seen.add(run.run_id)
+                async for event in self.events(principal, thread_id, run.run_id, start, check=False):
+                    yield run.run_id, event
+                start, since = None, max(since, run.created_at)
+            todo = await self.records.runs_since(thread_id, since)
+            if not todo:
+                if await self.records.get_thread(thread_id) is None:
+                    return  # deleted
+                await asyncio.sleep(THREAD_STREAM_POLL_SECONDS)
 
     async def cancel(self, principal: str, thread_id: str, run_id: str) -> RunRecord:
         """Ask the run's executor (on whichever replica) to stop; an ended run is left as is."""

@@ -12,11 +12,13 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
+import orjson
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
 from threadline.lease import TurnLease
+from threadline.quotas import Quotas
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
@@ -56,6 +58,8 @@ class Threads:
         assistants: the served graphs (a thread's state is read with its graph).
         lease: the turn lease; every write to a thread's checkpoints happens under it.
         checkpointer: the saver every graph was compiled with.
+        quotas: the per-principal quotas (ADR 0006) threads and run inputs count toward, as
+            ``/v1`` threads and messages do.
     """
 
     def __init__(
@@ -64,7 +68,9 @@ class Threads:
         assistants: Assistants,
         lease: TurnLease,
         checkpointer: BaseCheckpointSaver,
+        quotas: Quotas | None = None,
     ) -> None:
+        self.quotas = quotas
         self.records = records
         self.assistants = assistants
         self.lease = lease
@@ -124,8 +130,11 @@ class Threads:
         thread_id = thread_id or str(uuid.uuid4())
         now = now_iso()
         record = ThreadRecord(thread_id, principal, now, now, dict(metadata or {}), "idle")
-        if not await self.exists(thread_id) and await self.records.create_thread(record):
-            return await self.as_dict(record)
+        if not await self.exists(thread_id):
+            await self._reserve(principal, thread_id)  # QuotaExceeded: nothing stored
+            if await self.records.create_thread(record):
+                return await self.as_dict(record)
+            await self._release(principal, thread_id)  # created meanwhile by someone else
         try:
             existing = await self.record(principal, thread_id)
         except NotFound:
@@ -152,6 +161,25 @@ class Threads:
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
             await self.records.delete_thread(thread_id)
+        await self._release(principal, thread_id)
+
+    async def count_input(self, principal: str, thread_id: str, graph_input: Any) -> None:
+        """Count a run's input toward the thread's ``QUOTA_THREAD_BYTES`` (its JSON size, as
+        ``/v1`` counts a message's content).
+
+        Raises:
+            QuotaExceeded: nothing counted.
+        """
+        if self.quotas is not None and graph_input is not None:
+            await self.quotas.add_message_bytes(principal, thread_id, len(orjson.dumps(graph_input)))
+
+    async def _reserve(self, principal: str, thread_id: str) -> None:
+        if self.quotas is not None:
+            await self.quotas.reserve_thread(principal, thread_id)
+
+    async def _release(self, principal: str, thread_id: str) -> None:
+        if self.quotas is not None:
+            await self.quotas.release_thread(principal, thread_id)
 
     async def search(
         self,
@@ -202,6 +230,7 @@ class Threads:
         """A new thread of the principal with the same metadata and checkpoint history."""
         source = await self.record(principal, thread_id)
         target = str(uuid.uuid4())
+        await self._reserve(principal, target)
         async with self.lease.hold(thread_id):
             await copy_checkpoints(self.checkpointer, thread_id, target)
         now = now_iso()

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query
 
 from threadline.api.deps import AssistantsDep, Principal
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch, documented
+from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch
+from threadline.api.openapi import error_responses
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
 
@@ -28,12 +29,12 @@ async def count(body: AssistantCount, _: Principal, assistants: AssistantsDep) -
     return len(assistants.search(body.graph_id, body.name, body.metadata))
 
 
-@router.get("/{assistant_id}", responses=documented(404))
+@router.get("/{assistant_id}", responses=error_responses(404))
 async def get(assistant_id: str, _: Principal, assistants: AssistantsDep) -> dict[str, Any]:
     return assistants.as_dict(assistants.get(assistant_id))
 
 
-@router.get("/{assistant_id}/graph", responses=documented(404))
+@router.get("/{assistant_id}/graph", responses=error_responses(404))
 async def graph(
     assistant_id: str,
     _: Principal,
@@ -44,13 +45,13 @@ async def graph(
     return await assistants.graph_json(assistants.get(assistant_id), depth)
 
 
-@router.get("/{assistant_id}/schemas", responses=documented(404))
+@router.get("/{assistant_id}/schemas", responses=error_responses(404))
 async def schemas(assistant_id: str, _: Principal, assistants: AssistantsDep) -> dict[str, Any]:
     return assistants.schemas(assistants.get(assistant_id))
 
 
-@router.get("/{assistant_id}/subgraphs", responses=documented(404))
-@router.get("/{assistant_id}/subgraphs/{namespace}", responses=documented(404))
+@router.get("/{assistant_id}/subgraphs", responses=error_responses(404))
+@router.get("/{assistant_id}/subgraphs/{namespace}", responses=error_responses(404))
 async def subgraphs(
     assistant_id: str,
     _: Principal,
@@ -61,14 +62,14 @@ async def subgraphs(
     return assistants.subgraphs(assistants.get(assistant_id), namespace, recurse)
 
 
-@router.post("", responses=documented(405))
+@router.post("", responses=error_responses(405))
 async def create(_: Principal) -> None:
     raise ApiError(405, "read_only", READ_ONLY)
 
 
-@router.patch("/{assistant_id}", responses=documented(405))
-@router.delete("/{assistant_id}", responses=documented(405))
-@router.post("/{assistant_id}/versions", responses=documented(405))
-@router.post("/{assistant_id}/latest", responses=documented(405))
+@router.patch("/{assistant_id}", responses=error_responses(405))
+@router.delete("/{assistant_id}", responses=error_responses(405))
+@router.post("/{assistant_id}/versions", responses=error_responses(405))
+@router.post("/{assistant_id}/latest", responses=error_responses(405))
 async def change(assistant_id: str, _: Principal) -> None:
     raise ApiError(405, "read_only", READ_ONLY)

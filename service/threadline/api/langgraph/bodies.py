@@ -20,22 +20,6 @@ RunStatus = Literal["pending", "running", "error", "success", "timeout", "interr
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
-_DESCRIPTIONS = {
-    202: "Accepted (the run is asked to stop)",
-    400: "Invalid thread id",
-    404: "Not found (or another principal's)",
-    405: "Not allowed: assistants are the deployment's graphs",
-    409: "Conflict (thread exists or busy, no interrupt to resume, run still active)",
-    422: "Invalid request (the message says why)",
-}
-
-
-def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: the statuses its own logic answers (errors have the one
-    error shape, ``{"error": {"code", "message"}}``)."""
-    return {status: {"description": _DESCRIPTIONS[status]} for status in statuses}
-
-
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
 }
