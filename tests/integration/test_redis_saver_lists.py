@@ -177,3 +177,65 @@ async def test_written_bytes_per_turn_stay_flat_and_reach_metrics(saver: RedisCh
     else:  # whole lists: grows with the conversation
         assert per_turn[39] > 3 * per_turn[5], per_turn
     assert written() == sum(saver.written_bytes.values())
+
+
+def writes_shape(t: Any) -> list[tuple[str, Any]]:
+    """Pending writes as (channel, value), messages as (type, content): ids are random."""
+    return [
+        (ch, [(m.type, m.content) for m in v] if isinstance(v, list) else v)
+        for _task, ch, v in t.pending_writes
+    ]
+
+
+async def test_pending_writes_are_stored_by_reference_and_read_as_in_memory(
+    saver: RedisCheckpointSaver, client: redis.Redis
+) -> None:
+    """Format 3: a step's writes are the messages its child checkpoint appended; they are
+    stored as references to those items, and every checkpoint's pending writes still read as
+    InMemorySaver's, also from a fresh replica."""
+    inputs = [f"question {i}" for i in range(10)]
+    (_g, config), (ref, ref_config) = await run_both(saver, inputs)
+    expected = [writes_shape(t) async for t in ref.checkpointer.alist(ref_config)]
+    cold = RedisCheckpointSaver(saver._client, ttl_seconds=TTL)
+    for reader in (saver, cold):
+        assert [writes_shape(t) async for t in reader.alist(config)] == expected
+        for t in [t async for t in reader.alist(config)][::3]:  # by id too
+            assert writes_shape(await reader.aget_tuple(t.config)) == writes_shape(t)
+    records = client.hvals(ThreadKeys.of(config["configurable"]["thread_id"]).w)
+    refs = [r for r in records if b":tl-ref" in r]
+    # Each turn writes the human message (input step) and the reply (node step), each by
+    # reference. LangGraph runs a step's put_writes and its child's put concurrently; a
+    # write that meets neither side's record in time stays whole (the safe fallback): at
+    # most one here, on a loaded machine.
+    if saver.cache.max_bytes:
+        assert 2 * len(inputs) - 1 <= len(refs) <= 2 * len(inputs)
+    else:  # no lists stored item by item: nothing to refer to
+        assert refs == []
+
+
+async def test_a_write_by_reference_keeps_its_items_when_the_child_is_deleted(
+    saver: RedisCheckpointSaver,
+) -> None:
+    """The child checkpoint that stored the items is deleted (delete_for_runs), the parent
+    whose write refers to them stays: its pending writes still read whole."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    thread_id = f"t-{uuid.uuid4()}"
+    memory = InMemorySaver()
+    parent, child = empty_checkpoint(), empty_checkpoint()
+    message = HumanMessage("kept by reference", id="h1")
+    child["channel_values"] = {"messages": [message]}
+    child["channel_versions"] = {"messages": memory.get_next_version(None, None)}
+    base = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    for s in (saver, memory):
+        stored = await s.aput(base, parent, {"run_id": "r1"}, {})
+        await s.aput_writes(stored, [("messages", [message])], "task-1", "")
+        await s.aput(stored, child, {"run_id": "r2"}, child["channel_versions"])
+    await saver.adelete_for_runs(["r2"])  # InMemorySaver has no delete_for_runs
+    for reader in (saver, RedisCheckpointSaver(saver._client, ttl_seconds=TTL)):
+        got = await reader.aget_tuple(stored)
+        assert got is not None and got.pending_writes == (await memory.aget_tuple(stored)).pending_writes
+    assert (
+        await saver.aget_tuple({"configurable": {**stored["configurable"], "checkpoint_id": child["id"]}})
+        is None
+    )

@@ -27,6 +27,8 @@ the run's ``configurable`` through to every ``aput``/``aput_writes`` (verified i
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -77,6 +79,7 @@ from threadline.checkpoint.redis.records import (
     metadata_matches,
     ns_range,
     parent_of,
+    ref_write,
     shared_prefix,
     split_member,
     thread_ns_id,
@@ -123,7 +126,21 @@ _PAGE = 100
 # Default budget of the decoded-blob cache, in serialized bytes (CHECKPOINT_REDIS_CACHE_MB).
 DEFAULT_CACHE_BYTES = 16 * 2**20
 # What put writes by default (CHECKPOINT_REDIS_FORMAT); see the class.
-LATEST_FORMAT = 2
+LATEST_FORMAT = 3
+# Checkpoints whose pending writes a saver remembers (encoded), so the put of their child can
+# store the writes its list appended by reference (format 3): LangGraph puts the child right
+# after the writes, so a few per thread in flight suffice.
+_RECENT_WRITES = 1024
+
+
+def _bounded(memo: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Set ``memo[key]`` as the newest entry, forgetting the oldest beyond _RECENT_WRITES."""
+    memo[key] = value
+    memo.move_to_end(key)
+    while len(memo) > _RECENT_WRITES:
+        memo.popitem(last=False)
+
+
 # With keep_last, a thread is trimmed once it holds this many checkpoints more than it keeps:
 # the drop script reads every record and blob field name of the thread, so it runs once per
 # ~3 turns of a MessagesState graph (3 checkpoints a turn), not on every put.
@@ -143,6 +160,31 @@ class _ListPut(NamedTuple):
     fresh: list[tuple[bytes, bytes]]  # items of a new lineage: plain HSET
     appended: list[tuple[bytes, bytes]]  # items appended to an existing lineage: by the script
     must_exist: bytes | None  # the last item of the list it extends
+    placed: list[tuple[bytes, int, bytes]]  # (lineage, position, bytes) of the items it stores
+
+
+class _Written(NamedTuple):
+    """A pending write this process stored whose value is a list (format 3)."""
+
+    field: bytes
+    key: bytes  # ``ns\0channel``, as list items of that channel are named
+    items: list[bytes]  # the list's items, encoded as list items are
+    record: bytes  # the write record as stored
+
+
+def _find_run(placed: Sequence[tuple[bytes, int, bytes]], items: list[bytes]) -> tuple[bytes, int] | None:
+    """``(lineage, start)`` of a run of stored items with exactly the bytes of ``items``, at
+    consecutive positions of one lineage, or None."""
+    k = len(items)
+    for j in range(len(placed) - k + 1):
+        run = placed[j : j + k]
+        lineage, start = run[0][0], run[0][1]
+        if all(
+            x[2] == raw and x[0] == lineage and x[1] == start + i
+            for i, (x, raw) in enumerate(zip(run, items, strict=True))
+        ):
+            return lineage, start
+    return None
 
 
 def _extends(old: list[Any], new: list[Any]) -> bool:
@@ -162,9 +204,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         cache_bytes: budget of the decoded-blob cache (:mod:`threadline.checkpoint.redis.cache`),
             in serialized bytes; 0 turns it off (and with it format 2's deltas: a list is
             then stored whole at each version, as in format 1).
-        format: what ``put`` writes (both are always read). 2: a list value is stored item by
-            item, each item once, when it extends the version this process holds; 1: every
-            value whole, readable by releases before format 2 (``CHECKPOINT_REDIS_FORMAT``).
+        format: what ``put`` writes (all are always read). 3: as 2, and a pending write whose
+            list value a child checkpoint appended is stored by reference to those items, and
+            records compress their versions against their own field names; 2: a list value is
+            stored item by item, each item once, when it extends the version this process
+            holds; 1: every value whole, readable by releases before format 2
+            (``CHECKPOINT_REDIS_FORMAT``).
         keep_last: 0 keeps every checkpoint; N keeps the N newest of each namespace of a
             thread, plus every older one the delta chain of a kept one needs (see
             :meth:`aretain`), trimming once a thread holds ``RETAIN_BATCH`` more
@@ -192,8 +237,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
-        if format not in (1, 2):
-            raise ValueError("format must be 1 or 2")
+        if format not in (1, 2, 3):
+            raise ValueError("format must be 1, 2 or 3")
         for c in (client, sync_client):
             if c is not None and c.get_connection_kwargs().get("decode_responses"):
                 raise ValueError("RedisCheckpointSaver needs clients with decode_responses=False")
@@ -209,6 +254,13 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         self._sync_client = sync_client
         self._owns_clients = False
         self.cache = BlobCache(cache_bytes)
+        # (thread, ns, checkpoint id) -> its list-valued pending writes this process stored;
+        # and the items this process stored in a child of that checkpoint, by ``ns\0channel``
+        # (LangGraph may put the child before the step's writes are in: then the writes refer).
+        self._written: OrderedDict[tuple[str, str, str], list[_Written]] = OrderedDict()
+        self._placed: OrderedDict[tuple[str, str, str], dict[bytes, list[tuple[bytes, int, bytes]]]] = (
+            OrderedDict()
+        )
         self._scripts = {n: client.register_script(s) for n, s in SCRIPTS.items()}
         self._sync_scripts = (
             {n: sync_client.register_script(s) for n, s in SCRIPTS.items()} if sync_client is not None else {}
@@ -360,7 +412,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Op:
         thread_id, ns, _parent = thread_ns_id(config)
-        record = encode_record(self.serde, config, checkpoint, metadata, compress=self.format >= 2)
+        record = encode_record(
+            self.serde, config, checkpoint, metadata, compress=self.format >= 2, zdict=self.format >= 3
+        )
         keys = ThreadKeys.of(thread_id)
         head = [self.ttl_seconds, fencing_token(config), member(ns, checkpoint["id"]), record]
         values = checkpoint["channel_values"]
@@ -373,6 +427,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 as_lists[field] = value
             else:
                 blobs.append(encode_blob(self.serde, field, value))
+        written = self._written.pop((thread_id, ns, _parent), []) if _parent else []
         mode = "extend"
         for _attempt in range(_PUT_ATTEMPTS):
             lists = [self._plan_list(thread_id, f, v, mode) for f, v in as_lists.items()]
@@ -384,6 +439,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             args = [*head, len(plain), *(f for f, _ in plain), len(musts), *musts, len(appends)]
             for items in appends:
                 args += [len(items), *(x for pair in items for x in pair)]
+            refs = self._refs(written, lists)
+            args += [len(refs) // 3, *refs]
             commands: list[Any] = [Script("put", keys, args)]
             if plain:
                 commands.insert(0, ("HSET", keys.blobs, *(x for pair in plain for x in pair)))
@@ -398,6 +455,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 len(record)
                 + sum(len(d) for _, d in plain)
                 + sum(len(d) for items in appends for _, d in items)
+                + sum(len(x) for x in refs)
             )
             if stored == 1:
                 break
@@ -412,9 +470,27 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             self.cache.put(thread_id, blob.field, blob.value, len(blob.data))
         for lp in lists:
             self.cache.put(thread_id, lp.field, lp.value, lp.size, lp.segments)
+        if self.format >= 3 and _parent and any(lp.placed for lp in lists):
+            _bounded(
+                self._placed, (thread_id, ns, _parent), {unversioned(lp.field): lp.placed for lp in lists}
+            )
         if self.keep_last and count > self.keep_last + RETAIN_BATCH:
             yield from self._op_retain(thread_id, self.keep_last)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _refs(self, written: Sequence[_Written], lists: Sequence[_ListPut]) -> list[bytes]:
+        """``write field, SHA-1 of its record, record by reference`` for each of the parent's
+        list-valued pending writes whose items this put stores (same bytes, consecutive
+        positions of one lineage of the same channel): the write then costs ~100 bytes instead
+        of its messages once more (a MessagesState step's writes are the messages it added)."""
+        out: list[bytes] = []
+        placed = {unversioned(lp.field): lp.placed for lp in lists if lp.placed}
+        for w in written:
+            ref = _find_run(placed.get(w.key, ()), w.items)
+            if ref is not None:
+                sha = hashlib.sha1(w.record).hexdigest().encode()
+                out += [w.field, sha, ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))]
+        return out
 
     def _op_retain(self, thread_id: str, keep: int) -> Op:
         """Drop all but the ``keep`` newest checkpoints of each namespace of a thread.
@@ -476,7 +552,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             (raws,) = yield Commands([("HMGET", keys.blobs, *fetch)])
             fetched = dict(zip(fetch, raws, strict=True))
         values = {f: self._assemble(thread_id, f, how, fetched, False) for f, how in plan.items()}
-        writes = [decode_writes(self.serde, records) for _id, records in ancestors]
+        writes = [decode_writes(self.serde, records, ns, found) for _id, records, found in ancestors]
         result: dict[str, DeltaChannelHistory] = {}
         for channel in channels:
             depth, field = seeds.get(channel, (len(ancestors), None))
@@ -502,20 +578,23 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             size = base.size + sum(map(len, tail))
             must = item_field(key, segments[-1].lineage, n - 1) if segments else None
             if not tail:
-                return _ListPut(field, value, base.size, tuple(segments), [], [], must)
+                return _ListPut(field, value, base.size, tuple(segments), [], [], must, [])
             if segments and mode == "extend":
                 last = segments[-1]
                 segments[-1] = Segment(last.lineage, last.start, len(value))
-                appended = [(item_field(key, last.lineage, n + i), raw) for i, raw in enumerate(tail)]
-                return _ListPut(field, value, size, tuple(segments), [], appended, must)
+                placed = [(last.lineage, n + i, raw) for i, raw in enumerate(tail)]
+                appended = [(item_field(key, ln, i), raw) for ln, i, raw in placed]
+                return _ListPut(field, value, size, tuple(segments), [], appended, must, placed)
             if len(segments) < MAX_SEGMENTS:
                 segments.append(Segment(lineage, n, len(value)))
-                fresh = [(item_field(key, lineage, n + i), raw) for i, raw in enumerate(tail)]
-                return _ListPut(field, value, size, tuple(segments), fresh, [], must)
+                placed = [(lineage, n + i, raw) for i, raw in enumerate(tail)]
+                fresh = [(item_field(key, ln, i), raw) for ln, i, raw in placed]
+                return _ListPut(field, value, size, tuple(segments), fresh, [], must, placed)
         items = [encode_item(self.serde, item) for item in value]
-        fresh = [(item_field(key, lineage, i), raw) for i, raw in enumerate(items)]
+        placed = [(lineage, i, raw) for i, raw in enumerate(items)]
+        fresh = [(item_field(key, ln, i), raw) for ln, i, raw in placed]
         segments = (Segment(lineage, 0, len(value)),) if value else ()
-        return _ListPut(field, value, sum(map(len, items)), segments, fresh, [], None)
+        return _ListPut(field, value, sum(map(len, items)), segments, fresh, [], None, placed)
 
     def _op_put_writes(
         self,
@@ -524,12 +603,36 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str,
     ) -> Op:
-        thread_id = thread_ns_id(config)[0]
+        thread_id, ns, checkpoint_id = thread_ns_id(config)
         triples = encode_writes(self.serde, config, writes, task_id, task_path)
+        written = self._list_writes(ns, writes, triples) if self.format >= 3 else []
+        placed = self._placed.get((thread_id, ns, checkpoint_id or ""), {})
+        for w in written:  # the child is stored already: refer to its items straight away
+            ref = _find_run(placed.get(w.key, ()), w.items)
+            if ref is not None:
+                i = triples.index(w.field) + 1
+                triples[i] = ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))
         args = [self.ttl_seconds, fencing_token(config), *triples]
         self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])
+        if written and checkpoint_id is not None:
+            # Before the script: a put of the child planned meanwhile finds them (its script
+            # replaces a write only once it is stored as recorded here).
+            key = (thread_id, ns, checkpoint_id)
+            _bounded(self._written, key, [*self._written.get(key, ()), *written])
         if not (yield Script("put_writes", ThreadKeys.of(thread_id), args)):
             raise FencedError(thread_id)
+
+    def _list_writes(
+        self, ns: str, writes: Sequence[tuple[str, Any]], triples: Sequence[bytes]
+    ) -> list[_Written]:
+        """The list-valued writes of a put_writes, encoded item by item, for the put of the
+        checkpoint's child (:meth:`_refs`)."""
+        return [
+            _Written(triples[3 * i], blob_field(ns, channel, "").encode()[:-1],
+                     [encode_item(self.serde, v) for v in value], triples[3 * i + 1])
+            for i, (channel, value) in enumerate(writes)
+            if type(value) is list and value and not channel.startswith("__")
+        ]  # fmt: skip
 
     def _op_threads(self) -> Op:
         """Every thread id with checkpoints (SCAN: no global registry key to grow)."""

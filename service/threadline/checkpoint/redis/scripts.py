@@ -11,11 +11,14 @@ write only the items one put appends to an existing list (one or two messages a 
 
 from __future__ import annotations
 
-from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, SEGMENTS_TYPE
+from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, REF_TYPE, SEGMENTS_TYPE
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
-LIB = f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n" + (
+LIB = (
+    f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n"
+    f"local REF = '{REF_TYPE.decode()}'\n"
+) + (
     r"""
 local function items(s, pos, n)  -- n netstrings from pos; returns them and the next pos
   local out = {}
@@ -33,6 +36,27 @@ local function blob_fields(record)  -- the blobs-hash fields a checkpoint record
 end
 local function writes_of(m)  -- write fields of the checkpoint with index member m
   return redis.call('ZRANGEBYLEX', KEYS[4], '[' .. m .. '\0', '(' .. m .. '\1')
+end
+-- Write records of checkpoint m, and {item field, item, ...} of the list items its writes
+-- stored by reference name (format 3; one message each, so small values only).
+local function writes_with_items(m)
+  local wf, writes, found = writes_of(m), {}, {}
+  if #wf == 0 then return writes, found end
+  writes = redis.call('HMGET', KEYS[5], unpack(wf))
+  local ns = string.match(m, '^(%Z*)')
+  for _, r in ipairs(writes) do
+    if r then
+      local p = items(r, 1, 4)
+      if p[3] == REF then
+        local lineage, from, to = string.match(p[4], '^(%Z*)%z(%d+)%z(%d+)$')
+        for i = tonumber(from), tonumber(to) - 1 do
+          local f = ns .. '\0' .. p[2] .. '\0' .. lineage .. '\0' .. i
+          found[#found + 1] = f; found[#found + 1] = redis.call('HGET', KEYS[3], f) or ''
+        end
+      end
+    end
+  end
+  return writes, found
 end
 local function fenced(token)
   return token ~= '' and redis.call('GET', KEYS[6]) ~= token
@@ -76,9 +100,10 @@ end
 # KEYS[1..5] = idx, cp, blobs, widx, w
 # ARGV[1] = n, ARGV[2..1+n] = blob fields the caller holds decoded (no descriptor wanted),
 # then checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
-# returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...}} for the
-#   record's other blob fields that hold a list stored item by item, or false when there is
-#   no such checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
+# returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...} for the
+#   record's other blob fields that hold a list stored item by item, {item field, item, ...}
+#   the writes stored by reference name ('' if gone)}, or false when there is no such
+#   checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
 LOAD = (
     LIB
     + r"""
@@ -95,13 +120,13 @@ for i = 2 + n, #ARGV, 2 do
   local m = ns .. '\0' .. id
   local record = id ~= '' and redis.call('HGET', KEYS[2], m)
   if record then
-    local wf, writes, descs = writes_of(m), {}, {}
-    if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+    local writes, found = writes_with_items(m)
+    local descs = {}
     for _, f in ipairs(blob_fields(record)) do
       local d = not held[f] and descriptor(f)
       if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
     end
-    out[#out + 1] = {id, record, writes, descs}
+    out[#out + 1] = {id, record, writes, descs, found}
   else
     out[#out + 1] = false
   end
@@ -124,7 +149,10 @@ return out
 # ARGV[4] = checkpoint record,
 # then n, and the n blob fields the HSET just before wrote,
 # then m, and m item fields that must exist (the last stored item of each extended list),
-# then c extensions, each: k, then k pairs (item field, item bytes) to append
+# then c extensions, each: k, then k pairs (item field, item bytes) to append,
+# then r, and r triples (write field, SHA-1 hex of the write record it replaces, write record
+#   by reference): the parent's pending writes whose list this put appended (format 3), each
+#   replaced only if still the record the saver wrote
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -158,6 +186,10 @@ for _ = 1, c do
   each_chunk(ARGV, first + 1, first + 2 * k, function(...) redis.call('HSET', KEYS[3], ...) end)
   first = first + 1 + 2 * k
 end
+for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
+  local cur = redis.call('HGET', KEYS[5], ARGV[i])
+  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2]) end
+end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 refresh(ARGV[1], (n > 0 or c > 0) and {2, 3} or {2})
@@ -187,9 +219,10 @@ return 1
 # KEYS[1..5] = idx, cp, blobs, widx, w
 # ARGV = index members of checkpoints to delete
 # deletes them, their writes, every blob no remaining checkpoint refers to, and the items of
-#   every lineage no remaining list uses. A lineage in use keeps all its items, also past the
-#   end of what is used of it: an item's name (lineage, position) must never come to mean
-#   other content, since readers cache items by name (and a put then forks instead).
+#   every lineage no remaining list or pending write (by reference) uses. A lineage in use
+#   keeps all its items, also past the end of what is used of it: an item's name (lineage,
+#   position) must never come to mean other content, since readers cache items by name (and a
+#   put then forks instead).
 # returns the number of checkpoints deleted
 DROP = (
     LIB
@@ -216,6 +249,13 @@ for f in pairs(live) do
     for i = 2, #parts - 2, 3 do used[channel .. '\0' .. parts[i]] = true end
   end
 end
+local w = redis.call('HGETALL', KEYS[5])  -- writes by reference keep their items' lineage
+for i = 1, #w, 2 do
+  local p = items(w[i + 1], 1, 4)
+  if p[3] == REF then
+    used[string.match(w[i], '^(%Z*)') .. '\0' .. p[2] .. '\0' .. string.match(p[4], '^(%Z*)')] = true
+  end
+end
 for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
   local lineage = string.match(f, '^(%Z*%z%Z*%z%Z*)%z%d+$')
   if lineage then
@@ -233,7 +273,8 @@ return n
 # ARGV[1] = checkpoint_ns, ARGV[2] = checkpoint id ('' = the latest), ARGV[3..] = channels
 # Walks the parent chain from the checkpoint's parent (its own writes are pending, not
 #   history) until every channel met a non-empty blob (its seed), or the root.
-# returns {{checkpoint id, {write records}} per ancestor, newest first},
+# returns {{checkpoint id, {write records}, {item field, item, ...} its writes by reference
+#   name} per ancestor, newest first},
 #   {channel, ancestor index (1-based), seed field, ...}, {field, descriptor, ...} of seeds
 #   that are lists stored item by item (the caller HMGETs the seeds: no big values in Lua)
 DELTA_HISTORY = (
@@ -262,9 +303,8 @@ while parent ~= '' and left > 0 do
   local m = ns .. '\0' .. parent
   record = redis.call('HGET', KEYS[2], m)
   if not record then break end
-  local wf, writes = writes_of(m), {}
-  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
-  ancestors[#ancestors + 1] = {parent, writes}
+  local writes, found = writes_with_items(m)
+  ancestors[#ancestors + 1] = {parent, writes, found}
   for _, f in ipairs(blob_fields(record)) do
     local channel = string.match(f, '^%Z*%z(%Z*)%z')
     if waiting[channel] and has_value(f) then
