@@ -147,3 +147,22 @@ async def test_the_previous_release_fails_loudly_on_format_2(redis_server: Redis
     finally:
         await new.aclose()
         await old.aclose()
+
+
+def test_format_3_versions_are_short_and_order_after_the_long_ones() -> None:
+    """LangGraph compares versions as strings: a thread written with 51-character versions
+    continues in order with format 3's 25-character ones (and formats 1-2 keep the long ones)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    client = redis.asyncio.Redis()  # never connected: versions need no I/O
+    short = RedisCheckpointSaver(client, ttl_seconds=TTL)
+    long_ = RedisCheckpointSaver(client, ttl_seconds=TTL, format=2)
+    old = InMemorySaver().get_next_version(None, None)
+    assert long_.get_next_version(old, None).split(".")[0] == f"{2:032}"
+    versions = [old]
+    for _ in range(12):
+        versions.append(short.get_next_version(versions[-1], None))
+    assert all(len(v) == 25 for v in versions[1:])
+    assert versions == sorted(versions)  # each greater than the one before, the long one first
+    assert max(versions) == versions[-1] and int(versions[-1].split(".")[0]) == 13
+    assert short.get_next_version(7, None).startswith(f"{8:012}.")

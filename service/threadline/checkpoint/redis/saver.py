@@ -27,7 +27,9 @@ the run's ``configurable`` through to every ``aput``/``aput_writes`` (verified i
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,8 +222,27 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             ``format``, or a negative ``keep_last``.
     """
 
-    # String versions "<counter>.<random>" like the in-memory, SQLite and Postgres savers.
-    get_next_version = InMemorySaver.get_next_version
+    def get_next_version(self, current: str | int | None, channel: None) -> str:
+        """The channel version after ``current``: ``<counter>.<random>``.
+
+        Formats 1 and 2 make them as the in-memory, SQLite and Postgres savers do (a 32-digit
+        counter and a float: 51 characters). Format 3 makes them 25 characters, a 12-digit
+        counter and 48 random bits in hex: a version is written ~20 times a turn (field names,
+        records, descriptors, lineage names), ~0.6 KB a turn at 51 characters. LangGraph orders
+        versions as strings (``max()``, ``>``): a 12-digit version is greater than any 32-digit
+        one (which has 20 leading zeros), and counts on from it, so a thread written before
+        continues in order. A release that makes 32-digit versions must not continue a thread
+        after this one (the upgrade step: every replica on this release before format 3).
+        """
+        if self.format < 3:
+            return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
+        if current is None:
+            counter = 0
+        elif isinstance(current, int):
+            counter = current
+        else:
+            counter = int(current.split(".")[0])
+        return f"{counter + 1:012}.{random.getrandbits(48):012x}"
 
     def __init__(
         self,
@@ -258,6 +279,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         # and the items this process stored in a child of that checkpoint, by ``ns\0channel``
         # (LangGraph may put the child before the step's writes are in: then the writes refer).
         self._written: OrderedDict[tuple[str, str, str], list[_Written]] = OrderedDict()
+        # put_writes calls in flight, by (thread, ns, checkpoint id): see aput.
+        self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._placed: OrderedDict[tuple[str, str, str], dict[bytes, list[tuple[bytes, int, bytes]]]] = (
             OrderedDict()
         )
@@ -892,6 +915,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             FencedError: ``fencing_token`` no longer holds the thread's lease; nothing written.
             redis.RedisError: Redis is unreachable or refused the call.
         """
+        if self.format >= 3 and self._writing:
+            # LangGraph runs a step's put_writes and its child's put concurrently: wait for the
+            # parent's writes in flight, so the put finds them and stores them by reference
+            # (one round trip of delay, only while one is in flight).
+            thread_id, ns, parent = thread_ns_id(config)
+            pending = self._writing.get((thread_id, ns, parent or ""))
+            if pending:
+                await asyncio.wait(list(pending))
         return await self._run_async(self._op_put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
@@ -913,7 +944,21 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             FencedError: ``fencing_token`` no longer holds the thread's lease; nothing written.
             redis.RedisError: Redis is unreachable or refused the call.
         """
-        await self._run_async(self._op_put_writes(config, writes, task_id, task_path))
+        if self.format < 3:
+            await self._run_async(self._op_put_writes(config, writes, task_id, task_path))
+            return
+        thread_id, ns, checkpoint_id = thread_ns_id(config)
+        key = (thread_id, ns, checkpoint_id or "")
+        done = asyncio.get_running_loop().create_future()
+        self._writing.setdefault(key, set()).add(done)
+        try:
+            await self._run_async(self._op_put_writes(config, writes, task_id, task_path))
+        finally:
+            done.set_result(None)
+            waiting = self._writing[key]
+            waiting.discard(done)
+            if not waiting:
+                del self._writing[key]
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread (one DEL).
