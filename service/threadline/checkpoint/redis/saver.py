@@ -168,7 +168,7 @@ class _ListPut(NamedTuple):
 class _Written(NamedTuple):
     """A pending write this process stored whose value is a list (format 3)."""
 
-    field: bytes
+    field: bytes  # its checkpoint's index member: the w field that holds its record (format 3)
     key: bytes  # ``ns\0channel``, as list items of that channel are named
     items: list[bytes]  # the list's items, encoded as list items are
     record: bytes  # the write record as stored
@@ -628,30 +628,35 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     ) -> Op:
         thread_id, ns, checkpoint_id = thread_ns_id(config)
         triples = encode_writes(self.serde, config, writes, task_id, task_path)
-        written = self._list_writes(ns, writes, triples) if self.format >= 3 else []
+        written = self._list_writes(ns, checkpoint_id or "", writes, triples) if self.format >= 3 else []
+        written_key = [member(ns, checkpoint_id or "").encode()]
         placed = self._placed.get((thread_id, ns, checkpoint_id or ""), {})
         for w in written:  # the child is stored already: refer to its items straight away
             ref = _find_run(placed.get(w.key, ()), w.items)
             if ref is not None:
-                i = triples.index(w.field) + 1
+                i = triples.index(w.record)
                 triples[i] = ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))
-        args = [self.ttl_seconds, fencing_token(config), *triples]
+        if self.format >= 3:  # all of a checkpoint's writes in one field (PUT_WRITES_PACKED)
+            packed = [x for i in range(0, len(triples), 3) for x in triples[i + 1 : i + 3]]
+            name, args = "put_writes_packed", [self.ttl_seconds, fencing_token(config), *written_key, *packed]
+        else:
+            name, args = "put_writes", [self.ttl_seconds, fencing_token(config), *triples]
         self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])
         if written and checkpoint_id is not None:
             # Before the script: a put of the child planned meanwhile finds them (its script
             # replaces a write only once it is stored as recorded here).
             key = (thread_id, ns, checkpoint_id)
             _bounded(self._written, key, [*self._written.get(key, ()), *written])
-        if not (yield Script("put_writes", ThreadKeys.of(thread_id), args)):
+        if not (yield Script(name, ThreadKeys.of(thread_id), args)):
             raise FencedError(thread_id)
 
     def _list_writes(
-        self, ns: str, writes: Sequence[tuple[str, Any]], triples: Sequence[bytes]
+        self, ns: str, checkpoint_id: str, writes: Sequence[tuple[str, Any]], triples: Sequence[bytes]
     ) -> list[_Written]:
         """The list-valued writes of a put_writes, encoded item by item, for the put of the
         checkpoint's child (:meth:`_refs`)."""
         return [
-            _Written(triples[3 * i], blob_field(ns, channel, "").encode()[:-1],
+            _Written(member(ns, checkpoint_id).encode(), blob_field(ns, channel, "").encode()[:-1],
                      [encode_item(self.serde, v) for v in value], triples[3 * i + 1])
             for i, (channel, value) in enumerate(writes)
             if type(value) is list and value and not channel.startswith("__")

@@ -37,12 +37,28 @@ end
 local function writes_of(m)  -- write fields of the checkpoint with index member m
   return redis.call('ZRANGEBYLEX', KEYS[4], '[' .. m .. '\0', '(' .. m .. '\1')
 end
--- Write records of checkpoint m, and {item field, item, ...} of the list items its writes
+local function packed_writes(m)  -- the write records stored together at field m (format 3)
+  local v, out, pos = redis.call('HGET', KEYS[5], m), {}, 1
+  if not v then return out end
+  while pos <= #v do
+    local one
+    one, pos = items(v, pos, 1)
+    out[#out + 1] = one[1]
+  end
+  return out
+end
+local function pack_all(list)  -- netstrings, as records.pack
+  local parts = {}
+  for i, r in ipairs(list) do parts[i] = #r .. ':' .. r end
+  return table.concat(parts)
+end
+-- Write records of checkpoint m (one field each, formats 1-2, found by the widx index; and
+-- all in field m, format 3), and {item field, item, ...} of the list items its writes
 -- stored by reference name (format 3; one message each, so small values only).
 local function writes_with_items(m)
   local wf, writes, found = writes_of(m), {}, {}
-  if #wf == 0 then return writes, found end
-  writes = redis.call('HMGET', KEYS[5], unpack(wf))
+  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  for _, r in ipairs(packed_writes(m)) do writes[#writes + 1] = r end
   local ns = string.match(m, '^(%Z*)')
   for _, r in ipairs(writes) do
     if r then
@@ -150,9 +166,9 @@ return out
 # then n, and the n blob fields the HSET just before wrote,
 # then m, and m item fields that must exist (the last stored item of each extended list),
 # then c extensions, each: k, then k pairs (item field, item bytes) to append,
-# then r, and r triples (write field, SHA-1 hex of the write record it replaces, write record
-#   by reference): the parent's pending writes whose list this put appended (format 3), each
-#   replaced only if still the record the saver wrote
+# then r, and r triples (the parent's index member, SHA-1 hex of a write record stored there,
+#   that record by reference): the parent's pending writes whose list this put appended
+#   (format 3), each replaced only if still the record the saver wrote
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -187,8 +203,14 @@ for _ = 1, c do
   first = first + 1 + 2 * k
 end
 for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
-  local cur = redis.call('HGET', KEYS[5], ARGV[i])
-  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2]) end
+  local list = packed_writes(ARGV[i])
+  for j, r in ipairs(list) do
+    if redis.sha1hex(r) == ARGV[i + 1] then
+      list[j] = ARGV[i + 2]
+      redis.call('HSET', KEYS[5], ARGV[i], pack_all(list))
+      break
+    end
+  end
 end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
@@ -216,6 +238,39 @@ return 1
 """
 )
 
+# Format 3: a checkpoint's writes in one field of the w hash, its index member (no widx
+# entry: a sorted-set member costs ~135 bytes, a quarter of a turn's writes).
+# KEYS[1..7] = ThreadKeys
+# ARGV[1] = ttl seconds, ARGV[2] = fencing token or '', ARGV[3] = index member,
+# ARGV[4..] = write record, '1' to replace an existing write of the same (task_id, idx) / '0'
+#   to keep it
+# returns 1, or 0 when fenced (nothing written)
+PUT_WRITES_PACKED = (
+    LIB
+    + r"""
+if fenced(ARGV[2]) then return 0 end
+if #ARGV < 4 then return 1 end
+local function key(r)  -- task_id and idx of a write record
+  local p = items(r, 1, 6)
+  return p[1] .. '\0' .. p[6]
+end
+local list, at = packed_writes(ARGV[3]), {}
+for i, r in ipairs(list) do at[key(r)] = i end
+for i = 4, #ARGV, 2 do
+  local k = key(ARGV[i])
+  if not at[k] then
+    list[#list + 1] = ARGV[i]
+    at[k] = #list
+  elseif ARGV[i + 1] == '1' then
+    list[at[k]] = ARGV[i]
+  end
+end
+redis.call('HSET', KEYS[5], ARGV[3], pack_all(list))
+refresh(ARGV[1], {5})
+return 1
+"""
+)
+
 # KEYS[1..5] = idx, cp, blobs, widx, w
 # ARGV = index members of checkpoints to delete
 # deletes them, their writes, every blob no remaining checkpoint refers to, and the items of
@@ -231,6 +286,7 @@ local n = 0
 for _, m in ipairs(ARGV) do
   n = n + redis.call('ZREM', KEYS[1], m)
   redis.call('HDEL', KEYS[2], m)
+  redis.call('HDEL', KEYS[5], m)  -- format 3: all its writes
   local wf = writes_of(m)
   if #wf > 0 then
     redis.call('HDEL', KEYS[5], unpack(wf))
@@ -251,9 +307,13 @@ for f in pairs(live) do
 end
 local w = redis.call('HGETALL', KEYS[5])  -- writes by reference keep their items' lineage
 for i = 1, #w, 2 do
-  local p = items(w[i + 1], 1, 4)
-  if p[3] == REF then
-    used[string.match(w[i], '^(%Z*)') .. '\0' .. p[2] .. '\0' .. string.match(p[4], '^(%Z*)')] = true
+  local records = {w[i + 1]}
+  if string.match(w[i], '^%Z*%z%Z*$') then records = packed_writes(w[i]) end  -- format 3
+  for _, r in ipairs(records) do
+    local p = items(r, 1, 4)
+    if p[3] == REF then
+      used[string.match(w[i], '^(%Z*)') .. '\0' .. p[2] .. '\0' .. string.match(p[4], '^(%Z*)')] = true
+    end
   end
 end
 for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
@@ -326,6 +386,7 @@ SCRIPTS: dict[str, str] = {
     "load": LOAD,
     "put": PUT,
     "put_writes": PUT_WRITES,
+    "put_writes_packed": PUT_WRITES_PACKED,
     "drop": DROP,
     "delta_history": DELTA_HISTORY,
 }
