@@ -454,7 +454,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         mode = "extend"
         for _attempt in range(_PUT_ATTEMPTS):
             lists = [self._plan_list(thread_id, f, v, mode) for f, v in as_lists.items()]
-            plain = [(b.field, b.data) for b in blobs]
+            # Format 3 stores no ``empty`` blob (a channel version without a value, e.g. each
+            # branch channel once a turn: ~90 bytes): every reader takes a missing blob for
+            # no value, as it takes ``empty``.
+            plain = [(b.field, b.data) for b in blobs if self.format < 3 or b.value is not NO_VALUE]
             for lp in lists:
                 plain += [(lp.field, encode_segments(lp.segments)), *lp.fresh]
             musts = [lp.must_exist for lp in lists if lp.must_exist is not None]
