@@ -187,6 +187,12 @@ def writes_shape(t: Any) -> list[tuple[str, Any]]:
     ]
 
 
+def input_shape(t: Any) -> Any:
+    """The graph input a checkpoint holds (``__start__``), messages as (type, content)."""
+    value = t.checkpoint["channel_values"].get("__start__")
+    return {k: [(m.type, m.content) for m in v] for k, v in value.items()} if value else value
+
+
 async def test_pending_writes_are_stored_by_reference_and_read_as_in_memory(
     saver: RedisCheckpointSaver, client: redis.Redis
 ) -> None:
@@ -201,8 +207,19 @@ async def test_pending_writes_are_stored_by_reference_and_read_as_in_memory(
         assert [writes_shape(t) async for t in reader.alist(config)] == expected
         for t in [t async for t in reader.alist(config)][::3]:  # by id too
             assert writes_shape(await reader.aget_tuple(t.config)) == writes_shape(t)
-    records = client.hvals(ThreadKeys.of(config["configurable"]["thread_id"]).w)
-    refs = [r for r in records if b":tl-ref" in r]
+    # Each turn's input ({"messages": [question]}) is stored by reference to the question's
+    # item once the next checkpoint stored it, and reads as InMemorySaver's everywhere.
+    inputs_expected = [input_shape(t) async for t in ref.checkpointer.alist(ref_config)]
+    for reader in (saver, cold):
+        assert [input_shape(t) async for t in reader.alist(config)] == inputs_expected
+        for t in [t async for t in reader.alist(config)][::3]:
+            assert input_shape(await reader.aget_tuple(t.config)) == input_shape(t)
+    blobs = client.hvals(ThreadKeys.of(config["configurable"]["thread_id"]).blobs)
+    drefs = [b for b in blobs if b.startswith(b"tl-dref\x00")]
+    assert len(drefs) == (len(inputs) if saver.cache.max_bytes else 0)
+    # Format 3 keeps a checkpoint's writes together in one field: count the records.
+    values = client.hvals(ThreadKeys.of(config["configurable"]["thread_id"]).w)
+    refs = [i for v in values for i in range(v.count(b":tl-ref"))]
     # Each turn writes the human message (input step) and the reply (node step), each by
     # reference (LangGraph runs a step's put_writes and its child's put concurrently: the put
     # waits for the writes in flight, so this holds on a loaded machine too).
@@ -212,28 +229,37 @@ async def test_pending_writes_are_stored_by_reference_and_read_as_in_memory(
         assert refs == []
 
 
+@pytest.mark.parametrize("with_write", [True, False], ids=["write-and-input", "input-only"])
 async def test_a_write_by_reference_keeps_its_items_when_the_child_is_deleted(
-    saver: RedisCheckpointSaver,
+    saver: RedisCheckpointSaver, with_write: bool
 ) -> None:
     """The child checkpoint that stored the items is deleted (delete_for_runs), the parent
-    whose write refers to them stays: its pending writes still read whole."""
+    whose write and input refer to them stays: both still read whole."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     thread_id = f"t-{uuid.uuid4()}"
     memory = InMemorySaver()
     parent, child = empty_checkpoint(), empty_checkpoint()
     message = HumanMessage("kept by reference", id="h1")
+    # The parent holds the input by reference too (a dict of lists: format 3).
+    parent["channel_values"] = {"__start__": {"messages": [message]}}
+    parent["channel_versions"] = {"__start__": memory.get_next_version(None, None)}
     child["channel_values"] = {"messages": [message]}
     child["channel_versions"] = {"messages": memory.get_next_version(None, None)}
     base = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     for s in (saver, memory):
-        stored = await s.aput(base, parent, {"run_id": "r1"}, {})
-        await s.aput_writes(stored, [("messages", [message])], "task-1", "")
+        stored = await s.aput(base, parent, {"run_id": "r1"}, parent["channel_versions"])
+        if with_write:
+            await s.aput_writes(stored, [("messages", [message])], "task-1", "")
         await s.aput(stored, child, {"run_id": "r2"}, child["channel_versions"])
+    blobs = await saver._client.hvals(ThreadKeys.of(thread_id).blobs)
+    assert any(b.startswith(b"tl-dref\x00") for b in blobs) == bool(saver.cache.max_bytes)
     await saver.adelete_for_runs(["r2"])  # InMemorySaver has no delete_for_runs
     for reader in (saver, RedisCheckpointSaver(saver._client, ttl_seconds=TTL)):
         got = await reader.aget_tuple(stored)
-        assert got is not None and got.pending_writes == (await memory.aget_tuple(stored)).pending_writes
+        expected = await memory.aget_tuple(stored)
+        assert got is not None and got.pending_writes == expected.pending_writes
+        assert got.checkpoint["channel_values"] == expected.checkpoint["channel_values"]
     assert (
         await saver.aget_tuple({"configurable": {**stored["configurable"], "checkpoint_id": child["id"]}})
         is None

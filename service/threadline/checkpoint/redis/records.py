@@ -76,6 +76,10 @@ ZDICT_PREFIX = "zlibd:"
 # are list items stored in the thread's blobs, ``lineage\0start\0end`` of the write's channel
 # (see :func:`ref_write`). Not a serde type: a release before format 3 fails loudly on it.
 REF_TYPE = b"tl-ref"
+# Type tag of a blob whose value is a dict of lists of list items stored in the thread's blobs
+# (format 3): a MessagesState graph's input, ``{"messages": [the human message]}``, once its
+# message is stored as an item of the messages list (see :func:`encode_dref`).
+DREF_TYPE = b"tl-dref"
 # Type tag of a descriptor blob (a list stored item by item). Not a serde type: a release
 # that predates format 2 fails loudly on it (serde: "Unknown serialization type") instead of
 # reading the channel as empty.
@@ -292,6 +296,35 @@ def shared_prefix(a: Sequence[Segment], b: Sequence[Segment]) -> int:
         if x.end != y.end:
             return n
     return n
+
+
+class DictRef(NamedTuple):
+    """One key of a dict stored by reference: items ``start <= i < end`` of a lineage of a
+    channel (in the blob's namespace)."""
+
+    key: str
+    channel: bytes
+    lineage: bytes
+    start: int
+    end: int
+
+
+def encode_dref(refs: Sequence[DictRef]) -> bytes:
+    """The blob of a dict whose values are lists of stored list items (keys hold no NUL)."""
+    parts = [DREF_TYPE]
+    for r in refs:
+        parts += [r.key.encode(), r.channel, r.lineage, b"%d" % r.start, b"%d" % r.end]
+    return b"\x00".join(parts)
+
+
+def decode_dref(raw: bytes) -> list[DictRef] | None:
+    """The references of a :func:`encode_dref` blob, or None if ``raw`` is another blob."""
+    if not raw.startswith(DREF_TYPE + b"\x00"):
+        return None
+    p = raw[len(DREF_TYPE) + 1 :].split(b"\x00")
+    return [
+        DictRef(p[i].decode(), p[i + 1], p[i + 2], int(p[i + 3]), int(p[i + 4])) for i in range(0, len(p), 5)
+    ]
 
 
 def decode_segments(raw: bytes) -> list[Segment] | None:

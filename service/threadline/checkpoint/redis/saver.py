@@ -59,18 +59,21 @@ from threadline.checkpoint.redis.records import (
     MAX_SEGMENTS,
     NO_VALUE,
     Blob,
+    DictRef,
     Segment,
     blob_field,
     blob_fields_of,
     channel_values,
     checkpoint_config,
     decode_blob,
+    decode_dref,
     decode_item,
     decode_metadata,
     decode_segments,
     decode_tuple,
     decode_writes,
     encode_blob,
+    encode_dref,
     encode_item,
     encode_record,
     encode_segments,
@@ -133,6 +136,11 @@ LATEST_FORMAT = 3
 # store the writes its list appended by reference (format 3): LangGraph puts the child right
 # after the writes, so a few per thread in flight suffice.
 _RECENT_WRITES = 1024
+
+
+# A dict blob is considered for storage by reference (_dict_of_lists) up to this size: an
+# input is one or a few messages; bigger dicts are not worth encoding their items again.
+_DICT_KEYS, _DICT_ITEMS = 4, 16
 
 
 def _bounded(memo: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -279,6 +287,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         # and the items this process stored in a child of that checkpoint, by ``ns\0channel``
         # (LangGraph may put the child before the step's writes are in: then the writes refer).
         self._written: OrderedDict[tuple[str, str, str], list[_Written]] = OrderedDict()
+        # (thread, ns, checkpoint id) -> the small dicts of lists it stored (_dict_of_lists)
+        self._dicts: OrderedDict[tuple[str, str, str], list[tuple[bytes, bytes, dict[str, list[bytes]]]]] = (
+            OrderedDict()
+        )
         # put_writes calls in flight, by (thread, ns, checkpoint id): see aput.
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._placed: OrderedDict[tuple[str, str, str], dict[bytes, list[tuple[bytes, int, bytes]]]] = (
@@ -367,8 +379,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         held: dict[bytes, Any] | None = None,
     ) -> dict[bytes, tuple[str, Any, list[bytes]]]:
         """Per blob field: ``(kind, detail, fields to fetch)``, kind ``cached`` (detail: the
-        value), ``whole`` or ``list`` (detail: segments, the cached entry of another version
-        of the list, how many first items it gives). ``flat_descriptors``: ``field,
+        value), ``whole``, ``list`` (detail: segments, the cached entry of another version
+        of the list, how many first items it gives) or ``dref`` (detail: the dict's
+        references). ``flat_descriptors``: ``field,
         descriptor, …`` as the scripts return them; ``held``: values taken from the cache
         before the script ran (their descriptors were not asked for)."""
         descriptors = dict(zip(flat_descriptors[::2], flat_descriptors[1::2], strict=True))
@@ -379,6 +392,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 plan[field] = ("cached", cached, [])
             elif field not in descriptors:
                 plan[field] = ("whole", None, [field])
+            elif (refs := decode_dref(descriptors[field])) is not None:
+                ns = field.split(b"\x00", 1)[0]
+                items = [
+                    item_field(ns + b"\x00" + r.channel, r.lineage, i)
+                    for r in refs
+                    for i in range(r.start, r.end)
+                ]
+                plan[field] = ("dref", refs, items)
             else:
                 segments = tuple(decode_segments(descriptors[field]) or ())
                 base = self.cache.latest(thread_id, field)
@@ -403,6 +424,16 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             return detail
         if kind == "whole":
             return self._decoded(thread_id, field, fetched[field], remember)
+        if kind == "dref":
+            raws = [fetched[f] for f in fields]
+            if any(raw is None for raw in raws):  # deleted between the load and the HMGET
+                return NO_VALUE
+            decoded, value = iter([decode_item(self.serde, raw) for raw in raws]), {}
+            for r in detail:
+                value[r.key] = [next(decoded) for _ in range(r.start, r.end)]
+            if remember:
+                self.cache.put(thread_id, field, value, sum(map(len, raws)))
+            return value
         segments, base, have = detail
         raws = [fetched[f] for f in fields]
         if any(raw is None for raw in raws):  # deleted between the load and the HMGET
@@ -451,6 +482,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             else:
                 blobs.append(encode_blob(self.serde, field, value))
         written = self._written.pop((thread_id, ns, _parent), []) if _parent else []
+        dicts = self._dicts.pop((thread_id, ns, _parent), []) if _parent else []
         mode = "extend"
         for _attempt in range(_PUT_ATTEMPTS):
             lists = [self._plan_list(thread_id, f, v, mode) for f, v in as_lists.items()]
@@ -467,6 +499,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 args += [len(items), *(x for pair in items for x in pair)]
             refs = self._refs(written, lists)
             args += [len(refs) // 3, *refs]
+            drefs = self._drefs(dicts, lists)
+            args += [len(drefs) // 3, *drefs]
             commands: list[Any] = [Script("put", keys, args)]
             if plain:
                 commands.insert(0, ("HSET", keys.blobs, *(x for pair in plain for x in pair)))
@@ -482,6 +516,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 + sum(len(d) for _, d in plain)
                 + sum(len(d) for items in appends for _, d in items)
                 + sum(len(x) for x in refs)
+                + sum(len(x) for x in drefs)
             )
             if stored == 1:
                 break
@@ -500,6 +535,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             _bounded(
                 self._placed, (thread_id, ns, _parent), {unversioned(lp.field): lp.placed for lp in lists}
             )
+        if self.format >= 3 and (mine := [d for b in blobs if (d := self._dict_of_lists(b)) is not None]):
+            _bounded(self._dicts, (thread_id, ns, checkpoint["id"]), mine)
         if self.keep_last and count > self.keep_last + RETAIN_BATCH:
             yield from self._op_retain(thread_id, self.keep_last)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
@@ -516,6 +553,43 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             if ref is not None:
                 sha = hashlib.sha1(w.record).hexdigest().encode()
                 out += [w.field, sha, ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))]
+        return out
+
+    def _dict_of_lists(self, blob: Blob) -> tuple[bytes, bytes, dict[str, list[bytes]]] | None:
+        """``(field, blob bytes, items encoded per key)`` of a small dict of non-empty lists
+        (a MessagesState input), which a child's put may store by reference; else None."""
+        value = blob.value
+        if type(value) is not dict or not value or len(value) > _DICT_KEYS:
+            return None
+        if not all(
+            isinstance(k, str) and "\x00" not in k and type(v) is list and v for k, v in value.items()
+        ):
+            return None
+        if sum(len(v) for v in value.values()) > _DICT_ITEMS:
+            return None
+        encoded = {k: [encode_item(self.serde, item) for item in v] for k, v in value.items()}
+        return blob.field, blob.data, encoded
+
+    def _drefs(
+        self, dicts: Sequence[tuple[bytes, bytes, dict[str, list[bytes]]]], lists: Sequence[_ListPut]
+    ) -> list[bytes]:
+        """``blob field, SHA-1 of its blob, blob by reference`` for each of the parent's dict
+        blobs (:meth:`_dict_of_lists`) whose every list this put stores as items: the input
+        of a MessagesState turn then costs ~60 bytes instead of its message once more."""
+        out: list[bytes] = []
+        for field, data, encoded in dicts:
+            refs: list[DictRef] = []
+            for key, items in encoded.items():
+                for lp in lists:
+                    run = _find_run(lp.placed, items)
+                    if run is not None:
+                        channel = unversioned(lp.field).split(b"\x00", 1)[1]
+                        refs.append(DictRef(key, channel, run[0], run[1], run[1] + len(items)))
+                        break
+                else:
+                    break
+            if len(refs) == len(encoded):
+                out += [field, hashlib.sha1(data).hexdigest().encode(), encode_dref(refs)]
         return out
 
     def _op_retain(self, thread_id: str, keep: int) -> Op:

@@ -11,13 +11,13 @@ write only the items one put appends to an existing list (one or two messages a 
 
 from __future__ import annotations
 
-from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, REF_TYPE, SEGMENTS_TYPE
+from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, DREF_TYPE, REF_TYPE, SEGMENTS_TYPE
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
 LIB = (
     f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n"
-    f"local REF = '{REF_TYPE.decode()}'\n"
+    f"local REF, DREF = '{REF_TYPE.decode()}', '{DREF_TYPE.decode()}\\0'\n"
 ) + (
     r"""
 local function items(s, pos, n)  -- n netstrings from pos; returns them and the next pos
@@ -86,11 +86,13 @@ local function split0(s)  -- the parts of s between NUL bytes
     pos = z + 1
   end
 end
-local function descriptor(f)  -- the descriptor blob stored at field f, or nil (big values unread)
+-- The descriptor blob stored at field f (a list's segments, or a dict of lists by reference,
+-- format 3), or nil (big values unread)
+local function descriptor(f)
   local n = redis.call('HSTRLEN', KEYS[3], f)
   if n == 0 or n > DESCRIPTOR_MAX then return nil end
   local v = redis.call('HGET', KEYS[3], f)
-  if string.sub(v, 1, #SEGMENTS) == SEGMENTS then return v end
+  if string.sub(v, 1, #SEGMENTS) == SEGMENTS or string.sub(v, 1, #DREF) == DREF then return v end
   return nil
 end
 -- The TTL of every key of the thread but the lease (it has its own), refreshed only when one
@@ -168,7 +170,10 @@ return out
 # then c extensions, each: k, then k pairs (item field, item bytes) to append,
 # then r, and r triples (the parent's index member, SHA-1 hex of a write record stored there,
 #   that record by reference): the parent's pending writes whose list this put appended
-#   (format 3), each replaced only if still the record the saver wrote
+#   (format 3), each replaced only if still the record the saver wrote,
+# then d, and d triples (blob field, SHA-1 hex of its blob, the blob by reference): the
+#   parent's dict-of-lists values whose items this put stored (format 3), each replaced only
+#   if still the blob the saver wrote
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -211,6 +216,11 @@ for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
       break
     end
   end
+end
+first = first + 1 + 3 * tonumber(ARGV[first])
+for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
+  local cur = redis.call('HGET', KEYS[3], ARGV[i])
+  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2]) end
 end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
@@ -299,7 +309,10 @@ for _, record in ipairs(redis.call('HVALS', KEYS[2])) do
 end
 for f in pairs(live) do
   local d = descriptor(f)
-  if d then
+  if d and string.sub(d, 1, #DREF) == DREF then  -- key, channel, lineage, start, end ...
+    local ns, parts = string.match(f, '^(%Z*)'), split0(d)
+    for i = 2, #parts - 4, 5 do used[ns .. '\0' .. parts[i + 1] .. '\0' .. parts[i + 2]] = true end
+  elseif d then
     local channel = string.match(f, '^(%Z*%z%Z*)%z')  -- ns\0channel
     local parts = split0(d)
     for i = 2, #parts - 2, 3 do used[channel .. '\0' .. parts[i]] = true end
