@@ -369,7 +369,7 @@ async def run(turns: int, size: int, only: set[str]) -> None:
     print(f"| backend | {' | '.join(columns)} |")
     print("|---|" + "---:|" * (len(at) + 3))
     for name in graphs:
-        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.0f}×)" for t in at]
+        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.1f}×)" for t in at]
         ratio = stored[name][at[-1]] / max(1, stored[name][at[-2]])
         w10 = statistics.median(written[name][t] for t in range(8, 13) if t in written[name])
         wend = statistics.median(written[name][t] for t in range(turns - 4, turns + 1))

@@ -70,7 +70,9 @@ EMPTY_BLOB_BYTES = 6
 # Type prefix of compressed checkpoint bytes in a record (format 2); not a serde type either.
 ZLIB_PREFIX = "zlib:"
 # Format 3: compressed with the record's own blob field names as zlib's preset dictionary
-# (they hold every channel version the checkpoint repeats: 250 -> ~130 bytes a record).
+# (they hold the channel versions the checkpoint repeats). Not a serde type: a release before
+# format 3 fails loudly on every checkpoint written in it ("Unknown serialization type")
+# instead of missing its pending writes (format 3 keeps them where it does not look).
 ZDICT_PREFIX = "zlibd:"
 # Type tag of a pending write stored by reference (format 3): its value is a list whose items
 # are list items stored in the thread's blobs, ``lineage\0start\0end`` of the write's channel
@@ -216,13 +218,13 @@ def encode_record(
     md.pop(FENCING_TOKEN, None)  # type: ignore[misc]
     fields = [blob_field(ns, ch, v).encode() for ch, v in stripped["channel_versions"].items()]
     cp_type, cp_bytes = serde.dumps_typed(stripped)
-    if compress:
-        packed, prefix = zlib.compress(cp_bytes, 1), ZLIB_PREFIX
-        if zdict:
-            z = zlib.compressobj(1, zdict=_zdict(fields))
-            packed, prefix = z.compress(cp_bytes) + z.flush(), ZDICT_PREFIX
+    if zdict:  # always, even when not shorter: a release before format 3 fails on the tag
+        z = zlib.compressobj(1, zdict=_zdict(fields))
+        cp_type, cp_bytes = ZDICT_PREFIX + cp_type, z.compress(cp_bytes) + z.flush()
+    elif compress:
+        packed = zlib.compress(cp_bytes, 1)
         if len(packed) < len(cp_bytes):
-            cp_type, cp_bytes = prefix + cp_type, packed
+            cp_type, cp_bytes = ZLIB_PREFIX + cp_type, packed
     md_type, md_bytes = serde.dumps_typed(md)
     return pack(
         [
