@@ -83,6 +83,7 @@ from threadline.checkpoint.redis.records import (
     member,
     metadata_matches,
     ns_range,
+    pack,
     parent_of,
     ref_write,
     shared_prefix,
@@ -287,6 +288,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         # and the items this process stored in a child of that checkpoint, by ``ns\0channel``
         # (LangGraph may put the child before the step's writes are in: then the writes refer).
         self._written: OrderedDict[tuple[str, str, str], list[_Written]] = OrderedDict()
+        # ... and (write field, record) of every write it stored there, as the w field holds them
+        self._packed: OrderedDict[tuple[str, str, str], list[tuple[bytes, bytes]]] = OrderedDict()
         # (thread, ns, checkpoint id) -> the small dicts of lists it stored (_dict_of_lists)
         self._dicts: OrderedDict[tuple[str, str, str], list[tuple[bytes, bytes, dict[str, list[bytes]]]]] = (
             OrderedDict()
@@ -482,6 +485,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             else:
                 blobs.append(encode_blob(self.serde, field, value))
         written = self._written.pop((thread_id, ns, _parent), []) if _parent else []
+        mirror = self._packed.pop((thread_id, ns, _parent), []) if _parent else []
         dicts = self._dicts.pop((thread_id, ns, _parent), []) if _parent else []
         mode = "extend"
         for _attempt in range(_PUT_ATTEMPTS):
@@ -497,7 +501,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             args = [*head, len(plain), *(f for f, _ in plain), len(musts), *musts, len(appends)]
             for items in appends:
                 args += [len(items), *(x for pair in items for x in pair)]
-            refs = self._refs(written, lists)
+            refs = self._refs(member(ns, _parent or "").encode(), written, mirror, lists)
             args += [len(refs) // 3, *refs]
             drefs = self._drefs(dicts, lists)
             args += [len(drefs) // 3, *drefs]
@@ -541,19 +545,32 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             yield from self._op_retain(thread_id, self.keep_last)
         return checkpoint_config(thread_id, ns, checkpoint["id"])
 
-    def _refs(self, written: Sequence[_Written], lists: Sequence[_ListPut]) -> list[bytes]:
-        """``write field, SHA-1 of its record, record by reference`` for each of the parent's
-        list-valued pending writes whose items this put stores (same bytes, consecutive
-        positions of one lineage of the same channel): the write then costs ~100 bytes instead
-        of its messages once more (a MessagesState step's writes are the messages it added)."""
-        out: list[bytes] = []
+    def _refs(
+        self,
+        parent: bytes,
+        written: Sequence[_Written],
+        mirror: Sequence[tuple[bytes, bytes]],
+        lists: Sequence[_ListPut],
+    ) -> list[bytes]:
+        """``parent's w field, SHA-1 of its value, new value`` where the parent's list-valued
+        pending writes whose items this put stores (same bytes, consecutive positions of one
+        lineage of the same channel) are records by reference: a write then costs ~100 bytes
+        instead of its messages once more (a MessagesState step's writes are the messages it
+        added). ``mirror``: ``(write field, record)`` as this process stored them in that
+        field, in order; the script swaps the value only if Redis holds exactly that (else
+        another writer was there too: the writes stay whole)."""
+        if not written or not mirror:
+            return []
         placed = {unversioned(lp.field): lp.placed for lp in lists if lp.placed}
+        records = [record for _field, record in mirror]
+        new = list(records)
         for w in written:
             ref = _find_run(placed.get(w.key, ()), w.items)
-            if ref is not None:
-                sha = hashlib.sha1(w.record).hexdigest().encode()
-                out += [w.field, sha, ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))]
-        return out
+            if ref is not None and w.record in records:
+                new[records.index(w.record)] = ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))
+        if new == records:
+            return []
+        return [parent, hashlib.sha1(pack(records)).hexdigest().encode(), pack(new)]
 
     def _dict_of_lists(self, blob: Blob) -> tuple[bytes, bytes, dict[str, list[bytes]]] | None:
         """``(field, blob bytes, items encoded per key)`` of a small dict of non-empty lists
@@ -719,11 +736,22 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         else:
             name, args = "put_writes", [self.ttl_seconds, fencing_token(config), *triples]
         self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])
-        if written and checkpoint_id is not None:
+        if self.format >= 3 and checkpoint_id is not None:
             # Before the script: a put of the child planned meanwhile finds them (its script
-            # replaces a write only once it is stored as recorded here).
+            # swaps the field's value only if it is what is recorded here).
             key = (thread_id, ns, checkpoint_id)
-            _bounded(self._written, key, [*self._written.get(key, ()), *written])
+            if written:
+                _bounded(self._written, key, [*self._written.get(key, ()), *written])
+            mirror = list(self._packed.get(key, ()))
+            at = {f: i for i, (f, _r) in enumerate(mirror)}
+            for i in range(0, len(triples), 3):  # the script's merge: keep, or replace specials
+                field, record, replace = triples[i : i + 3]
+                if field not in at:
+                    at[field] = len(mirror)
+                    mirror.append((field, record))
+                elif replace == b"1":
+                    mirror[at[field]] = (field, record)
+            _bounded(self._packed, key, mirror)
         if not (yield Script(name, ThreadKeys.of(thread_id), args)):
             raise FencedError(thread_id)
 

@@ -168,9 +168,9 @@ return out
 # then n, and the n blob fields the HSET just before wrote,
 # then m, and m item fields that must exist (the last stored item of each extended list),
 # then c extensions, each: k, then k pairs (item field, item bytes) to append,
-# then r, and r triples (the parent's index member, SHA-1 hex of a write record stored there,
-#   that record by reference): the parent's pending writes whose list this put appended
-#   (format 3), each replaced only if still the record the saver wrote,
+# then r, and r triples (the parent's index member, SHA-1 hex of its writes field, the field
+#   with the writes whose list this put appended by reference): format 3, swapped only if
+#   the field still holds what the saver wrote,
 # then d, and d triples (blob field, SHA-1 hex of its blob, the blob by reference): the
 #   parent's dict-of-lists values whose items this put stored (format 3), each replaced only
 #   if still the blob the saver wrote
@@ -208,14 +208,8 @@ for _ = 1, c do
   first = first + 1 + 2 * k
 end
 for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
-  local list = packed_writes(ARGV[i])
-  for j, r in ipairs(list) do
-    if redis.sha1hex(r) == ARGV[i + 1] then
-      list[j] = ARGV[i + 2]
-      redis.call('HSET', KEYS[5], ARGV[i], pack_all(list))
-      break
-    end
-  end
+  local cur = redis.call('HGET', KEYS[5], ARGV[i])
+  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2]) end
 end
 first = first + 1 + 3 * tonumber(ARGV[first])
 for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
