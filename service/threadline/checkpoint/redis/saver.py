@@ -504,7 +504,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             refs = self._refs(member(ns, _parent or "").encode(), written, mirror, lists)
             args += [len(refs) // 3, *refs]
             drefs = self._drefs(dicts, lists)
-            args += [len(drefs) // 3, *drefs]
+            args += [len(drefs) // 2, *drefs]
             commands: list[Any] = [Script("put", keys, args)]
             if plain:
                 commands.insert(0, ("HSET", keys.blobs, *(x for pair in plain for x in pair)))
@@ -590,11 +590,11 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     def _drefs(
         self, dicts: Sequence[tuple[bytes, bytes, dict[str, list[bytes]]]], lists: Sequence[_ListPut]
     ) -> list[bytes]:
-        """``blob field, SHA-1 of its blob, blob by reference`` for each of the parent's dict
+        """``blob field, blob by reference`` for each of the parent's dict
         blobs (:meth:`_dict_of_lists`) whose every list this put stores as items: the input
         of a MessagesState turn then costs ~60 bytes instead of its message once more."""
         out: list[bytes] = []
-        for field, data, encoded in dicts:
+        for field, _data, encoded in dicts:
             refs: list[DictRef] = []
             for key, items in encoded.items():
                 for lp in lists:
@@ -606,7 +606,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 else:
                     break
             if len(refs) == len(encoded):
-                out += [field, hashlib.sha1(data).hexdigest().encode(), encode_dref(refs)]
+                out += [field, encode_dref(refs)]
         return out
 
     def _op_retain(self, thread_id: str, keep: int) -> Op:
@@ -731,8 +731,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 i = triples.index(w.record)
                 triples[i] = ref_write(w.record, ref[0], ref[1], ref[1] + len(w.items))
         if self.format >= 3:  # all of a checkpoint's writes in one field (PUT_WRITES_PACKED)
-            packed = [x for i in range(0, len(triples), 3) for x in triples[i + 1 : i + 3]]
-            name, args = "put_writes_packed", [self.ttl_seconds, fencing_token(config), *written_key, *packed]
+            packed = pack(triples[1::3])
+            name = "put_writes_packed"
+            args = [self.ttl_seconds, fencing_token(config), *written_key, packed, *triples[2::3]]
         else:
             name, args = "put_writes", [self.ttl_seconds, fencing_token(config), *triples]
         self.written_bytes["put_writes"] += sum(len(x) for x in triples[1::3])

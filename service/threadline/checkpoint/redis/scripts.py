@@ -171,9 +171,9 @@ return out
 # then r, and r triples (the parent's index member, SHA-1 hex of its writes field, the field
 #   with the writes whose list this put appended by reference): format 3, swapped only if
 #   the field still holds what the saver wrote,
-# then d, and d triples (blob field, SHA-1 hex of its blob, the blob by reference): the
-#   parent's dict-of-lists values whose items this put stored (format 3), each replaced only
-#   if still the blob the saver wrote
+# then d, and d pairs (blob field, the blob by reference): the parent's dict-of-lists values
+#   whose items this put stored (format 3), each replaced if still there (a version's blob is
+#   written once, by the put of that version: its content is known)
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -212,9 +212,8 @@ for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
   if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2]) end
 end
 first = first + 1 + 3 * tonumber(ARGV[first])
-for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
-  local cur = redis.call('HGET', KEYS[3], ARGV[i])
-  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2]) end
+for i = first + 1, first + 2 * tonumber(ARGV[first]), 2 do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 1 then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
@@ -246,30 +245,36 @@ return 1
 # entry: a sorted-set member costs ~135 bytes, a quarter of a turn's writes).
 # KEYS[1..7] = ThreadKeys
 # ARGV[1] = ttl seconds, ARGV[2] = fencing token or '', ARGV[3] = index member,
-# ARGV[4..] = write record, '1' to replace an existing write of the same (task_id, idx) / '0'
-#   to keep it
+# ARGV[4] = the write records as netstrings, ARGV[5..] = per record '1' to replace an existing
+#   write of the same (task_id, idx) / '0' to keep it
 # returns 1, or 0 when fenced (nothing written)
 PUT_WRITES_PACKED = (
     LIB
     + r"""
 if fenced(ARGV[2]) then return 0 end
-if #ARGV < 4 then return 1 end
-local function key(r)  -- task_id and idx of a write record
-  local p = items(r, 1, 6)
-  return p[1] .. '\0' .. p[6]
-end
-local list, at = packed_writes(ARGV[3]), {}
-for i, r in ipairs(list) do at[key(r)] = i end
-for i = 4, #ARGV, 2 do
-  local k = key(ARGV[i])
-  if not at[k] then
-    list[#list + 1] = ARGV[i]
-    at[k] = #list
-  elseif ARGV[i + 1] == '1' then
-    list[at[k]] = ARGV[i]
+if #ARGV < 5 then return 1 end
+local cur = redis.call('HGET', KEYS[5], ARGV[3])
+if not cur then  -- the checkpoint's first writes (the common case): stored as sent
+  redis.call('HSET', KEYS[5], ARGV[3], ARGV[4])
+else
+  local function key(r)  -- task_id and idx of a write record
+    local p = items(r, 1, 6)
+    return p[1] .. '\0' .. p[6]
   end
+  local list, at = packed_writes(ARGV[3]), {}
+  for i, r in ipairs(list) do at[key(r)] = i end
+  local new = items(ARGV[4], 1, #ARGV - 4)
+  for i, r in ipairs(new) do
+    local k = key(r)
+    if not at[k] then
+      list[#list + 1] = r
+      at[k] = #list
+    elseif ARGV[4 + i] == '1' then
+      list[at[k]] = r
+    end
+  end
+  redis.call('HSET', KEYS[5], ARGV[3], pack_all(list))
 end
-redis.call('HSET', KEYS[5], ARGV[3], pack_all(list))
 refresh(ARGV[1], {5})
 return 1
 """
