@@ -177,7 +177,6 @@ class _ListPut(NamedTuple):
 class _Written(NamedTuple):
     """A pending write this process stored whose value is a list (format 3)."""
 
-    field: bytes  # its checkpoint's index member: the w field that holds its record (format 3)
     key: bytes  # ``ns\0channel``, as list items of that channel are named
     items: list[bytes]  # the list's items, encoded as list items are
     record: bytes  # the write record as stored
@@ -291,7 +290,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         # ... and (write field, record) of every write it stored there, as the w field holds them
         self._packed: OrderedDict[tuple[str, str, str], list[tuple[bytes, bytes]]] = OrderedDict()
         # (thread, ns, checkpoint id) -> the small dicts of lists it stored (_dict_of_lists)
-        self._dicts: OrderedDict[tuple[str, str, str], list[tuple[bytes, bytes, dict[str, list[bytes]]]]] = (
+        self._dicts: OrderedDict[tuple[str, str, str], list[tuple[bytes, dict[str, list[bytes]]]]] = (
             OrderedDict()
         )
         # put_writes calls in flight, by (thread, ns, checkpoint id): see aput.
@@ -572,8 +571,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             return []
         return [parent, hashlib.sha1(pack(records)).hexdigest().encode(), pack(new)]
 
-    def _dict_of_lists(self, blob: Blob) -> tuple[bytes, bytes, dict[str, list[bytes]]] | None:
-        """``(field, blob bytes, items encoded per key)`` of a small dict of non-empty lists
+    def _dict_of_lists(self, blob: Blob) -> tuple[bytes, dict[str, list[bytes]]] | None:
+        """``(field, items encoded per key)`` of a small dict of non-empty lists
         (a MessagesState input), which a child's put may store by reference; else None."""
         value = blob.value
         if type(value) is not dict or not value or len(value) > _DICT_KEYS:
@@ -585,16 +584,16 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         if sum(len(v) for v in value.values()) > _DICT_ITEMS:
             return None
         encoded = {k: [encode_item(self.serde, item) for item in v] for k, v in value.items()}
-        return blob.field, blob.data, encoded
+        return blob.field, encoded
 
     def _drefs(
-        self, dicts: Sequence[tuple[bytes, bytes, dict[str, list[bytes]]]], lists: Sequence[_ListPut]
+        self, dicts: Sequence[tuple[bytes, dict[str, list[bytes]]]], lists: Sequence[_ListPut]
     ) -> list[bytes]:
         """``blob field, blob by reference`` for each of the parent's dict
         blobs (:meth:`_dict_of_lists`) whose every list this put stores as items: the input
         of a MessagesState turn then costs ~60 bytes instead of its message once more."""
         out: list[bytes] = []
-        for field, _data, encoded in dicts:
+        for field, encoded in dicts:
             refs: list[DictRef] = []
             for key, items in encoded.items():
                 for lp in lists:
@@ -722,7 +721,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     ) -> Op:
         thread_id, ns, checkpoint_id = thread_ns_id(config)
         triples = encode_writes(self.serde, config, writes, task_id, task_path)
-        written = self._list_writes(ns, checkpoint_id or "", writes, triples) if self.format >= 3 else []
+        written = self._list_writes(ns, writes, triples) if self.format >= 3 else []
         written_key = [member(ns, checkpoint_id or "").encode()]
         placed = self._placed.get((thread_id, ns, checkpoint_id or ""), {})
         for w in written:  # the child is stored already: refer to its items straight away
@@ -757,12 +756,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             raise FencedError(thread_id)
 
     def _list_writes(
-        self, ns: str, checkpoint_id: str, writes: Sequence[tuple[str, Any]], triples: Sequence[bytes]
+        self, ns: str, writes: Sequence[tuple[str, Any]], triples: Sequence[bytes]
     ) -> list[_Written]:
         """The list-valued writes of a put_writes, encoded item by item, for the put of the
         checkpoint's child (:meth:`_refs`)."""
         return [
-            _Written(member(ns, checkpoint_id).encode(), blob_field(ns, channel, "").encode()[:-1],
+            _Written(blob_field(ns, channel, "").encode()[:-1],
                      [encode_item(self.serde, v) for v in value], triples[3 * i + 1])
             for i, (channel, value) in enumerate(writes)
             if type(value) is list and value and not channel.startswith("__")
