@@ -145,11 +145,18 @@ _DICT_KEYS, _DICT_ITEMS = 4, 16
 
 
 def _bounded(memo: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    """Set ``memo[key]`` as the newest entry, forgetting the oldest beyond _RECENT_WRITES."""
-    memo[key] = value
-    memo.move_to_end(key)
+    """Set ``memo[key]`` as the newest entry, forgetting the oldest beyond _RECENT_WRITES.
+
+    The memos only make storage smaller (a miss stores a value whole), so a race between
+    threads of the sync API is harmless: it may forget an entry, never corrupt one.
+    """
+    memo.pop(key, None)
+    memo[key] = value  # appended: the newest
     while len(memo) > _RECENT_WRITES:
-        memo.popitem(last=False)
+        try:
+            memo.popitem(last=False)
+        except KeyError:  # emptied by another thread meanwhile
+            break
 
 
 # With keep_last, a thread is trimmed once it holds this many checkpoints more than it keeps:
