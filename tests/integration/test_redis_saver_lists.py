@@ -264,3 +264,41 @@ async def test_a_write_by_reference_keeps_its_items_when_the_child_is_deleted(
         await saver.aget_tuple({"configurable": {**stored["configurable"], "checkpoint_id": child["id"]}})
         is None
     )
+
+
+async def test_an_input_turned_into_a_reference_during_a_read_reads_whole(
+    saver: RedisCheckpointSaver,
+) -> None:
+    """A replica reads a checkpoint whose input blob another replica's put turns into a
+    reference between the read's script and its HMGET (seen under load with two replicas):
+    the read fetches the items too instead of failing on the reference."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    thread_id = f"t-{uuid.uuid4()}"
+    writer = RedisCheckpointSaver(saver._client, ttl_seconds=TTL)  # format 3, cache on
+    reader = RedisCheckpointSaver(saver._client, ttl_seconds=TTL, cache_bytes=saver.cache.max_bytes)
+    message = HumanMessage("question", id="h1")
+    parent, child = empty_checkpoint(), empty_checkpoint()
+    parent["channel_values"] = {"__start__": {"messages": [message]}}
+    parent["channel_versions"] = {"__start__": writer.get_next_version(None, None)}
+    child["channel_values"] = {"messages": [message]}
+    child["channel_versions"] = {"messages": writer.get_next_version(None, None)}
+    base = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    stored = await writer.aput(base, parent, {}, parent["channel_versions"])
+
+    # Drive the reader's load step by step (the I/O is real), with the child's put between
+    # its script and its HMGET.
+    op = reader._op_load(thread_id, [("", parent["id"])])
+    step = op.send(None)
+    reply = await reader._io_async(step)  # the script: the input is still a whole value
+    await writer.aput(stored, child, {}, child["channel_versions"])
+    blobs = await saver._client.hvals(ThreadKeys.of(thread_id).blobs)
+    assert any(b.startswith(b"tl-dref\x00") for b in blobs)  # rewritten in between
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as done:
+            (got,) = done.value
+            break
+        reply = await reader._io_async(step)
+    assert got.checkpoint["channel_values"]["__start__"] == {"messages": [message]}

@@ -319,6 +319,11 @@ def encode_dref(refs: Sequence[DictRef]) -> bytes:
     return b"\x00".join(parts)
 
 
+def is_reference(raw: bytes | None) -> bool:
+    """Whether a blob is a descriptor or a dict by reference (its value needs items)."""
+    return bool(raw) and (raw.startswith(SEGMENTS_TYPE + b"\x00") or raw.startswith(DREF_TYPE + b"\x00"))
+
+
 def decode_dref(raw: bytes) -> list[DictRef] | None:
     """The references of a :func:`encode_dref` blob, or None if ``raw`` is another blob."""
     if not raw.startswith(DREF_TYPE + b"\x00"):

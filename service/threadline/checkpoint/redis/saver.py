@@ -79,6 +79,7 @@ from threadline.checkpoint.redis.records import (
     encode_segments,
     encode_writes,
     fencing_token,
+    is_reference,
     item_field,
     member,
     metadata_matches,
@@ -376,9 +377,26 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
                 out.append(None)
                 continue
             fetched = dict(zip(fields, next(replies), strict=True)) if fields else {}
+            yield from self._op_late_references(thread_id, plan, fetched)
             values = {f: self._assemble(thread_id, f, how, fetched, remember) for f, how in plan.items()}
             out.append(decode_tuple(self.serde, thread_id, ns, entry, channel_values(values, ns)))
         return out
+
+    def _op_late_references(
+        self, thread_id: str, plan: dict[bytes, tuple[str, Any, list[bytes]]], fetched: dict[bytes, Any]
+    ) -> Op:
+        """A blob fetched whole that another replica's put turned into a reference between the
+        script and the HMGET (format 3 rewrites a graph input so, decision 10): plan it as the
+        reference it now is and fetch its items — one more round trip, only in that race."""
+        late = [f for f, how in plan.items() if how[0] == "whole" and is_reference(fetched.get(f))]
+        if not late:
+            return
+        replan = self._read_plan(thread_id, late, [x for f in late for x in (f, fetched[f])])
+        fields = [f for how in replan.values() for f in how[-1]]
+        if fields:
+            (raws,) = yield Commands([("HMGET", ThreadKeys.of(thread_id).blobs, *fields)])
+            fetched.update(zip(fields, raws, strict=True))
+        plan.update(replan)
 
     def _read_plan(
         self,
@@ -674,6 +692,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         if fetch:
             (raws,) = yield Commands([("HMGET", keys.blobs, *fetch)])
             fetched = dict(zip(fetch, raws, strict=True))
+            yield from self._op_late_references(thread_id, plan, fetched)
         values = {f: self._assemble(thread_id, f, how, fetched, False) for f, how in plan.items()}
         writes = [decode_writes(self.serde, records, ns, found) for _id, records, found in ancestors]
         result: dict[str, DeltaChannelHistory] = {}
