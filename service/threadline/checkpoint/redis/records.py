@@ -21,7 +21,9 @@ key                 type    holds
                             ``ns\\0channel\\0lineage\\0position`` → ``type\\0bytes``
 ``tl:{T}:widx``     ZSET    score 0, member ``ns\\0checkpoint_id\\0task_id\\0idx``: finds one
                             checkpoint's pending writes by range, without scanning
-``tl:{T}:w``        HASH    same member → write record
+                            (formats 1-2; format 3 writes none)
+``tl:{T}:w``        HASH    same member → write record (formats 1-2); format 3: index member
+                            ``ns\\0checkpoint_id`` → all its write records, as netstrings
 ``tl:{T}:lease``    STRING  the turn lease token; written by the lease module with its own
                             PEXPIRE, only *read* here (fencing)
 ``tl:{T}:fence``    STRING  ``INCR`` counter the lease module mints tokens from
@@ -41,6 +43,11 @@ Format 2 (ADR 0007) changes only what a list-valued channel's blob holds: the li
 sequence of segments of *lineages*, runs of items each stored once, named by the version that
 started the lineage; a put appends a step's new items to the lineage of the version it
 extends. Records, writes and every other blob are as in format 1, which is still read.
+
+Format 3 (ADR 0007, decisions 9-15) stores a checkpoint's writes in one ``w`` field, a write
+whose list a child appended as a reference to those items (:data:`REF_TYPE`), a small dict of
+lists (a graph input) as references too (:data:`DREF_TYPE`), 25-character versions, no blob
+for a version without a value, and records tagged ``zlibd:``.
 """
 
 from __future__ import annotations
