@@ -10,10 +10,12 @@ around each point), the latest ``aget_tuple`` time at the end (median of 20 call
 backend's ratio to the in-memory saver. Then what the thread costs in storage after 10, 100
 and 300 turns (and ÷ the raw message bytes: the characters of every human and AI message):
 the serialized bytes InMemorySaver holds, the SQLite file (with its WAL), the Postgres
-relation sizes (``pg_total_relation_size`` of the checkpoint tables), the Redis ``used_memory_dataset``
-delta; the bytes written per turn at turn 10 and at the end (Redis: ``total_net_input_bytes``;
-the others: bytes their serializer produced); and the Redis command CPU per turn over turns
-46-55 (``INFO commandstats``), with its commands.
+relation sizes (``pg_total_relation_size`` of the checkpoint tables), Redis: the memory of the
+thread's keys (``MEMORY USAGE key SAMPLES 0`` summed over the db; the ``used_memory_dataset``
+delta is printed too: it also holds ~0.5 MB that no key accounts for and deleting every key
+does not free, left by the first scripts and commands); the bytes written per turn at turn 10
+and at the end (Redis: ``total_net_input_bytes``; the others: bytes their serializer
+produced); and the Redis command CPU per turn over turns 46-55 (``INFO commandstats``), with its commands.
 
 This is a benchmark, not a test: it asserts nothing about time.
 
@@ -51,6 +53,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from threadline.checkpoint.redis import DEFAULT_CACHE_BYTES, RedisCheckpointSaver
+from threadline.checkpoint.redis.saver import LATEST_FORMAT
 
 from servers import PostgresServer, RedisServer, redis_stack_binaries
 
@@ -89,6 +92,7 @@ class Backend:
     redis: RedisServer | None = None  # written bytes and command CPU come from its INFO
     serde: CountingSerde | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    dataset: Callable[[], Awaitable[int]] | None = None  # Redis: used_memory_dataset delta
 
     def written(self) -> int:
         if self.redis is not None:
@@ -177,19 +181,31 @@ async def postgres() -> AsyncIterator[BaseCheckpointSaver]:
         server.close()
 
 
-def redis_backend(saver: BaseCheckpointSaver, server: RedisServer) -> Backend:
+def redis_backend(saver: BaseCheckpointSaver, server: RedisServer, db: int) -> Backend:
     # used_memory minus Redis's own overhead (client buffers, script cache, AOF buffer), so a
-    # short conversation is not billed for the connections and scripts of the benchmark.
+    # short conversation is not billed for the connections and scripts of the benchmark. It
+    # still grows by ~0.5 MB that deleting every key does not give back (measured: 10 turns
+    # 0.63 MB left, 100 turns 0.48, 300 turns 0.48): hence the keys' own memory, below.
     start = int(info(server, "memory")["used_memory_dataset"])
 
-    async def storage() -> int:
+    async def dataset() -> int:
         return int(info(server, "memory")["used_memory_dataset"]) - start
 
-    return Backend(saver, storage, redis=server)
+    async def storage() -> int:
+        """What Redis attributes to the keys of the db (the benchmark's one thread)."""
+        client = redis.Redis.from_url(server.url(db))
+        try:
+            return sum(client.memory_usage(k, samples=0) or 0 for k in client.scan_iter(count=1000))
+        finally:
+            client.close()
+
+    return Backend(saver, storage, redis=server, dataset=dataset)
 
 
 def threadline_redis(
-    server_factory: Callable[[], RedisServer], cache_bytes: int = DEFAULT_CACHE_BYTES, format: int = 2
+    server_factory: Callable[[], RedisServer],
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    format: int = LATEST_FORMAT,
 ) -> Callable[[], Any]:
     @asynccontextmanager
     async def open_() -> AsyncIterator[Backend]:
@@ -198,7 +214,7 @@ def threadline_redis(
             server.url(1), ttl_seconds=TTL, cache_bytes=cache_bytes, format=format
         )
         try:
-            yield redis_backend(saver, server)
+            yield redis_backend(saver, server, 1)
         finally:
             await saver.aclose()
             server.close()
@@ -219,7 +235,7 @@ async def reference_redis() -> AsyncIterator[Backend]:
     try:
         # RediSearch indexes exist only in db 0; its TTL unit is minutes.
         async with AsyncRedisSaver.from_conn_string(server.url(0), ttl={"default_ttl": TTL // 60}) as saver:
-            yield redis_backend(saver, server)
+            yield redis_backend(saver, server, 0)
     finally:
         server.close()
 
@@ -235,6 +251,7 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
     except RuntimeError as exc:
         print(f"note: skipping postgres: {exc}")
     backends.append(("redis", threadline_redis(RedisServer)))
+    backends.append(("redis (format 2)", threadline_redis(RedisServer, format=2)))
     backends.append(("redis (format 1)", threadline_redis(RedisServer, format=1)))
     backends.append(("redis (cache off)", threadline_redis(RedisServer, cache_bytes=0)))
     try:
@@ -288,6 +305,7 @@ async def run(turns: int, size: int, only: set[str]) -> None:
             graphs[name] = build_graph(opened[name].saver)
         per_turn: dict[str, list[float]] = {name: [] for name in graphs}
         stored: dict[str, dict[int, int]] = {name: {} for name in graphs}
+        datasets: dict[str, dict[int, int]] = {name: {} for name in graphs}
         written: dict[str, dict[int, int]] = {name: {} for name in graphs}
         cpu: dict[str, Any] = {}
         gc.collect()
@@ -308,6 +326,8 @@ async def run(turns: int, size: int, only: set[str]) -> None:
                 written[name][turn] = backend.written() - before
                 if turn in STORAGE_AT or turn == turns:
                     stored[name][turn] = await backend.storage()
+                    if backend.dataset is not None:
+                        datasets[name][turn] = await backend.dataset()
                 if backend.redis is not None and turn == CPU_TURNS[1]:
                     cpu[name] = cpu_delta(
                         cpu[name], command_stats(backend.redis), CPU_TURNS[1] - CPU_TURNS[0] + 1
@@ -349,11 +369,19 @@ async def run(turns: int, size: int, only: set[str]) -> None:
     print(f"| backend | {' | '.join(columns)} |")
     print("|---|" + "---:|" * (len(at) + 3))
     for name in graphs:
-        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.0f}×)" for t in at]
+        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.1f}×)" for t in at]
         ratio = stored[name][at[-1]] / max(1, stored[name][at[-2]])
         w10 = statistics.median(written[name][t] for t in range(8, 13) if t in written[name])
         wend = statistics.median(written[name][t] for t in range(turns - 4, turns + 1))
         print(f"| {name} | {' | '.join(cells)} | {ratio:.2f} | {w10 / 1000:.1f} KB | {wend / 1000:.1f} KB |")
+    if any(datasets.values()):
+        print("\nRedis used_memory_dataset delta (the keys, plus ~0.5 MB that is not the thread's):")
+        for name, by_turn in datasets.items():
+            if by_turn:
+                cells = ", ".join(
+                    f"{t}: {by_turn[t] / 1e6:.2f} MB ({by_turn[t] / (raw_per_turn * t):.0f}×)" for t in at
+                )
+                print(f"- {name}: {cells}")
     if cpu:
         print(f"\nRedis command CPU per turn, turns {CPU_TURNS[0]}-{CPU_TURNS[1]}:")
         for name, line in cpu.items():

@@ -60,10 +60,11 @@ class CheckpointSettings(_Group):
     # Budget of the redis saver's decoded-value cache, in MB of serialized values (objects take
     # ~6x that in memory: 16 MB ~ 100 MB of RSS); 0 turns it off.
     redis_cache_mb: int = Field(default=16, ge=0)
-    # What the redis saver writes: 2 stores each list item (message) once, 1 every value whole
-    # as releases before format 2 did (they cannot read format 2). Both are always read.
-    # Upgrading a running deployment: roll out with 1, then switch to 2 (README).
-    redis_format: int = Field(default=2, ge=1, le=2)
+    # What the redis saver writes: 3 also stores a step's pending writes by reference to the
+    # messages it appended (~half the memory of 2), 2 stores each list item (message) once, 1
+    # every value whole as releases before format 2 did. A release reads every format up to
+    # its own. Upgrading a running deployment: roll out with the old format, then switch (README).
+    redis_format: int = Field(default=3, ge=1, le=3)
     # Checkpoints kept per thread and namespace (never one a pending write or interrupt needs);
     # 0 keeps all.
     keep_last: int = Field(default=0, ge=0)

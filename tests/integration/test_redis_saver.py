@@ -163,15 +163,9 @@ async def test_ttl_on_every_key_and_refreshed_on_write(
     await put(saver, tid, {"c": 1}, ns="child:1", fencing_token="1")
 
     keys = scan_thread(sync_client, tid)
-    assert {k.rsplit(b":", 1)[1] for k in keys} == {
-        b"idx",
-        b"cp",
-        b"blobs",
-        b"widx",
-        b"w",
-        b"lease",
-        b"fence",
-    }
+    # Format 3 keeps a checkpoint's writes in one field: no widx index.
+    widx = {b"widx"} if saver.format < 3 else set()
+    assert {k.rsplit(b":", 1)[1] for k in keys} == {b"idx", b"cp", b"blobs", *widx, b"w", b"lease", b"fence"}
     for key in keys:
         assert sync_client.ttl(key) > 0, key
 

@@ -147,3 +147,84 @@ async def test_the_previous_release_fails_loudly_on_format_2(redis_server: Redis
     finally:
         await new.aclose()
         await old.aclose()
+
+
+def test_format_3_versions_are_short_and_order_after_the_long_ones() -> None:
+    """LangGraph compares versions as strings: a thread written with 51-character versions
+    continues in order with format 3's 25-character ones (and formats 1-2 keep the long ones)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    client = redis.asyncio.Redis()  # never connected: versions need no I/O
+    short = RedisCheckpointSaver(client, ttl_seconds=TTL)
+    long_ = RedisCheckpointSaver(client, ttl_seconds=TTL, format=2)
+    old = InMemorySaver().get_next_version(None, None)
+    assert long_.get_next_version(old, None).split(".")[0] == f"{2:032}"
+    versions = [old]
+    for _ in range(12):
+        versions.append(short.get_next_version(versions[-1], None))
+    assert all(len(v) == 25 for v in versions[1:])
+    assert versions == sorted(versions)  # each greater than the one before, the long one first
+    assert max(versions) == versions[-1] and int(versions[-1].split(".")[0]) == 13
+    assert short.get_next_version(7, None).startswith(f"{8:012}.")
+
+
+# --- from format 2 (the previous release, frozen in tests/legacy_redis_saver_v2) ---------------
+
+
+async def test_rolling_update_from_format_2_release_with_format_2(redis_server: RedisServer) -> None:
+    """During the rollout (``CHECKPOINT_REDIS_FORMAT=2``) replicas of the previous release and
+    of this one answer alternate turns of one conversation; each reads all of it, and every
+    checkpoint (values and pending writes) reads the same through both."""
+    from legacy_redis_saver_v2.saver import RedisCheckpointSaver as Format2Release
+
+    thread_id = f"t-{uuid.uuid4()}"
+    config = {"configurable": {"thread_id": thread_id}}
+    new = RedisCheckpointSaver.from_url(redis_server.url(4), ttl_seconds=TTL, format=2)
+    old = Format2Release.from_url(redis_server.url(4), ttl_seconds=TTL)
+    try:
+        replicas = [graph(old), graph(new)]
+        expected: list[list[str]] = []
+        for turn in range(1, 9):
+            state = await replicas[turn % 2].ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
+            expected += [["human", f"question {turn}"], ["ai", f"reply to: question {turn}"]]
+            assert [[m.type, m.content] for m in state["messages"]] == expected, turn
+        for g in replicas:
+            assert contents(await g.aget_state(config)) == expected
+            assert len([s async for s in g.aget_state_history(config)]) == 8 * 3
+        olds = [(t.checkpoint["channel_values"], t.pending_writes) async for t in old.alist(config)]
+        news = [(t.checkpoint["channel_values"], t.pending_writes) async for t in new.alist(config)]
+        assert olds == news
+    finally:
+        await new.aclose()
+        await old.aclose()
+
+
+async def test_a_format_2_thread_continues_in_format_3(redis_server: RedisServer) -> None:
+    """A thread the previous release wrote continues under format 3 (versions in order, the
+    old checkpoints as they were), and the previous release then fails loudly on it rather
+    than reading it wrong."""
+    from legacy_redis_saver_v2.saver import RedisCheckpointSaver as Format2Release
+
+    thread_id = f"t-{uuid.uuid4()}"
+    config = {"configurable": {"thread_id": thread_id}}
+    new = RedisCheckpointSaver.from_url(redis_server.url(4), ttl_seconds=TTL)
+    old = Format2Release.from_url(redis_server.url(4), ttl_seconds=TTL)
+    try:
+        for turn in range(1, 4):
+            await graph(old).ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
+        before = [
+            (t.config, t.checkpoint["channel_values"], t.pending_writes) async for t in old.alist(config)
+        ]
+        for turn in range(4, 7):
+            await graph(new).ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
+        assert contents(await graph(new).aget_state(config)) == [
+            m for t in range(1, 7) for m in (["human", f"question {t}"], ["ai", f"reply to: question {t}"])
+        ]
+        for cfg, values, writes in before:
+            t = await new.aget_tuple(cfg)
+            assert t is not None and (t.checkpoint["channel_values"], t.pending_writes) == (values, writes)
+        with pytest.raises(NotImplementedError, match="zlibd"):
+            await old.aget_tuple(config)
+    finally:
+        await new.aclose()
+        await old.aclose()

@@ -216,10 +216,10 @@ def test_cache_default_is_the_savers() -> None:
 def test_redis_format_defaults_to_the_savers_and_refuses_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     from threadline.checkpoint.redis.saver import LATEST_FORMAT
 
-    assert load(CheckpointSettings).redis_format == LATEST_FORMAT == 2
+    assert load(CheckpointSettings).redis_format == LATEST_FORMAT == 3
     monkeypatch.setenv("CHECKPOINT_REDIS_FORMAT", "1")
     assert load(CheckpointSettings).redis_format == 1
-    monkeypatch.setenv("CHECKPOINT_REDIS_FORMAT", "3")
+    monkeypatch.setenv("CHECKPOINT_REDIS_FORMAT", "4")
     with pytest.raises(ConfigError, match="CHECKPOINT_REDIS_FORMAT"):
         load(CheckpointSettings)
 

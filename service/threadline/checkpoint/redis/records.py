@@ -21,7 +21,9 @@ key                 type    holds
                             ``ns\\0channel\\0lineage\\0position`` → ``type\\0bytes``
 ``tl:{T}:widx``     ZSET    score 0, member ``ns\\0checkpoint_id\\0task_id\\0idx``: finds one
                             checkpoint's pending writes by range, without scanning
-``tl:{T}:w``        HASH    same member → write record
+                            (formats 1-2; format 3 writes none)
+``tl:{T}:w``        HASH    same member → write record (formats 1-2); format 3: index member
+                            ``ns\\0checkpoint_id`` → all its write records, as netstrings
 ``tl:{T}:lease``    STRING  the turn lease token; written by the lease module with its own
                             PEXPIRE, only *read* here (fencing)
 ``tl:{T}:fence``    STRING  ``INCR`` counter the lease module mints tokens from
@@ -41,6 +43,11 @@ Format 2 (ADR 0007) changes only what a list-valued channel's blob holds: the li
 sequence of segments of *lineages*, runs of items each stored once, named by the version that
 started the lineage; a put appends a step's new items to the lineage of the version it
 extends. Records, writes and every other blob are as in format 1, which is still read.
+
+Format 3 (ADR 0007, decisions 9-15) stores a checkpoint's writes in one ``w`` field, a write
+whose list a child appended as a reference to those items (:data:`REF_TYPE`), a small dict of
+lists (a graph input) as references too (:data:`DREF_TYPE`), 25-character versions, no blob
+for a version without a value, and records tagged ``zlibd:``.
 """
 
 from __future__ import annotations
@@ -69,6 +76,19 @@ _EMPTY = ("empty", b"")  # a channel in new_versions with no value (as InMemoryS
 EMPTY_BLOB_BYTES = 6
 # Type prefix of compressed checkpoint bytes in a record (format 2); not a serde type either.
 ZLIB_PREFIX = "zlib:"
+# Format 3: compressed with the record's own blob field names as zlib's preset dictionary
+# (they hold the channel versions the checkpoint repeats). Not a serde type: a release before
+# format 3 fails loudly on every checkpoint written in it ("Unknown serialization type")
+# instead of missing its pending writes (format 3 keeps them where it does not look).
+ZDICT_PREFIX = "zlibd:"
+# Type tag of a pending write stored by reference (format 3): its value is a list whose items
+# are list items stored in the thread's blobs, ``lineage\0start\0end`` of the write's channel
+# (see :func:`ref_write`). Not a serde type: a release before format 3 fails loudly on it.
+REF_TYPE = b"tl-ref"
+# Type tag of a blob whose value is a dict of lists of list items stored in the thread's blobs
+# (format 3): a MessagesState graph's input, ``{"messages": [the human message]}``, once its
+# message is stored as an item of the messages list (see :func:`encode_dref`).
+DREF_TYPE = b"tl-dref"
 # Type tag of a descriptor blob (a list stored item by item). Not a serde type: a release
 # that predates format 2 fails loudly on it (serde: "Unknown serialization type") instead of
 # reading the channel as empty.
@@ -186,13 +206,16 @@ def encode_record(
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     compress: bool = False,
+    zdict: bool = False,
 ) -> bytes:
     """The checkpoint record of one put (its channel values go to blobs, see below).
 
     With ``compress`` (format 2) the checkpoint bytes are zlib-compressed when that makes them
     shorter, and their type tagged ``zlib:<type>``: a record was ~800 bytes at turn 300 of the
     benchmark, a third of the thread's memory, most of it repeated 51-character version
-    strings, which level 1 halves (504 -> 269 bytes) for ~15 us.
+    strings, which level 1 halves (504 -> 269 bytes) for ~15 us. With ``zdict`` too (format
+    3) the record's blob field names, stored uncompressed before it anyway, are zlib's preset
+    dictionary, so the versions inside cost a few bytes each.
     """
     _thread_id, ns, parent_id = thread_ns_id(config)
     stripped = checkpoint.copy()
@@ -202,7 +225,10 @@ def encode_record(
     md.pop(FENCING_TOKEN, None)  # type: ignore[misc]
     fields = [blob_field(ns, ch, v).encode() for ch, v in stripped["channel_versions"].items()]
     cp_type, cp_bytes = serde.dumps_typed(stripped)
-    if compress:
+    if zdict:  # always, even when not shorter: a release before format 3 fails on the tag
+        z = zlib.compressobj(1, zdict=_zdict(fields))
+        cp_type, cp_bytes = ZDICT_PREFIX + cp_type, z.compress(cp_bytes) + z.flush()
+    elif compress:
         packed = zlib.compress(cp_bytes, 1)
         if len(packed) < len(cp_bytes):
             cp_type, cp_bytes = ZLIB_PREFIX + cp_type, packed
@@ -218,6 +244,10 @@ def encode_record(
             (parent_id or "").encode(),
         ]
     )
+
+
+def _zdict(fields: Sequence[bytes]) -> bytes:
+    return b"".join(fields)
 
 
 def encode_blob(serde: SerializerProtocol, field: bytes, value: Any) -> Blob:
@@ -277,6 +307,40 @@ def shared_prefix(a: Sequence[Segment], b: Sequence[Segment]) -> int:
     return n
 
 
+class DictRef(NamedTuple):
+    """One key of a dict stored by reference: items ``start <= i < end`` of a lineage of a
+    channel (in the blob's namespace)."""
+
+    key: str
+    channel: bytes
+    lineage: bytes
+    start: int
+    end: int
+
+
+def encode_dref(refs: Sequence[DictRef]) -> bytes:
+    """The blob of a dict whose values are lists of stored list items (keys hold no NUL)."""
+    parts = [DREF_TYPE]
+    for r in refs:
+        parts += [r.key.encode(), r.channel, r.lineage, b"%d" % r.start, b"%d" % r.end]
+    return b"\x00".join(parts)
+
+
+def is_reference(raw: bytes | None) -> bool:
+    """Whether a blob is a descriptor or a dict by reference (its value needs items)."""
+    return bool(raw) and (raw.startswith(SEGMENTS_TYPE + b"\x00") or raw.startswith(DREF_TYPE + b"\x00"))
+
+
+def decode_dref(raw: bytes) -> list[DictRef] | None:
+    """The references of a :func:`encode_dref` blob, or None if ``raw`` is another blob."""
+    if not raw.startswith(DREF_TYPE + b"\x00"):
+        return None
+    p = raw[len(DREF_TYPE) + 1 :].split(b"\x00")
+    return [
+        DictRef(p[i].decode(), p[i + 1], p[i + 2], int(p[i + 3]), int(p[i + 4])) for i in range(0, len(p), 5)
+    ]
+
+
 def decode_segments(raw: bytes) -> list[Segment] | None:
     """The segments of a descriptor blob, or None if ``raw`` is a whole value."""
     if not raw.startswith(SEGMENTS_TYPE + b"\x00"):
@@ -320,14 +384,51 @@ def decode_metadata(serde: SerializerProtocol, record: bytes) -> CheckpointMetad
     return serde.loads_typed((items[-3].decode(), items[-2]))
 
 
-def decode_writes(serde: SerializerProtocol, records: Sequence[bytes | None]) -> list[PendingWrite]:
-    """Pending writes in the order LangGraph requires: ``(task_path, task_id, idx)``."""
-    rows = [unpack(r) for r in records if r is not None]
+def decode_writes(
+    serde: SerializerProtocol,
+    records: Sequence[bytes | None],
+    checkpoint_ns: str = "",
+    ref_items: Sequence[bytes] = (),
+) -> list[PendingWrite]:
+    """Pending writes in the order LangGraph requires: ``(task_path, task_id, idx)``.
+
+    Args:
+        records: write records (None: deleted meanwhile, skipped).
+        checkpoint_ns: their checkpoint's namespace (names the items a reference points to).
+        ref_items: ``item field, item bytes, …`` as the scripts return them for the writes
+            stored by reference (format 3).
+
+    Raises:
+        LookupError: an item a reference names is not stored (never expected: the drop script
+            keeps every lineage a remaining write refers to).
+    """
+    rows = [unpack(r) for r in records if r]
     rows.sort(key=lambda r: writes_sort_key(r[4].decode(), r[0].decode(), int(r[5])))
-    return [
-        (task_id.decode(), channel.decode(), serde.loads_typed((type_.decode(), data)))
-        for task_id, channel, type_, data, _path, _idx in rows
-    ]
+    found = dict(zip(ref_items[::2], ref_items[1::2], strict=True))
+    out: list[PendingWrite] = []
+    for task_id, channel, type_, data, _path, _idx in rows:
+        if type_ == REF_TYPE:
+            key = blob_field(checkpoint_ns, channel.decode(), "").encode()[:-1]
+            raws = [found.get(f) for f in ref_fields(key, data)]
+            if any(not raw for raw in raws):
+                raise LookupError(f"a pending write of task {task_id.decode()!r} lost its list items")
+            value: Any = [decode_item(serde, raw) for raw in raws]
+        else:
+            value = serde.loads_typed((type_.decode(), data))
+        out.append((task_id.decode(), channel.decode(), value))
+    return out
+
+
+def ref_write(record: bytes, lineage: bytes, start: int, end: int) -> bytes:
+    """A write record whose list value is items ``start <= i < end`` of ``lineage``."""
+    task_id, channel, _type, _data, task_path, idx = unpack(record)
+    return pack([task_id, channel, REF_TYPE, b"%s\x00%d\x00%d" % (lineage, start, end), task_path, idx])
+
+
+def ref_fields(channel_key: bytes, data: bytes) -> list[bytes]:
+    """The item fields a reference's data ``lineage\0start\0end`` names."""
+    lineage, start, end = data.split(b"\x00")
+    return [item_field(channel_key, lineage, i) for i in range(int(start), int(end))]
 
 
 def blob_fields_of(record: bytes) -> list[bytes]:
@@ -365,17 +466,22 @@ def decode_tuple(
     """Build a CheckpointTuple.
 
     Args:
-        entry: one ``load`` script reply ``[checkpoint_id, record, write records, …]``.
+        entry: one ``load`` script reply ``[checkpoint_id, record, write records,
+            descriptors, ref items]`` (the last two may be absent).
         values: the checkpoint's channel values, decoded from the blobs its record names
             (channels without a value left out).
     """
     raw_id, record, write_records = entry[:3]
+    ref_items = entry[4] if len(entry) > 4 else ()
     checkpoint_id = raw_id.decode()
     items = unpack(record)
     cp_type, cp_bytes, md_type, md_bytes, parent = items[1 + int(items[0]) :]
     type_ = cp_type.decode()
     if type_.startswith(ZLIB_PREFIX):
         type_, cp_bytes = type_[len(ZLIB_PREFIX) :], zlib.decompress(cp_bytes)
+    elif type_.startswith(ZDICT_PREFIX):
+        z = zlib.decompressobj(zdict=_zdict(items[1 : 1 + int(items[0])]))
+        type_, cp_bytes = type_[len(ZDICT_PREFIX) :], z.decompress(cp_bytes) + z.flush()
     checkpoint: Checkpoint = serde.loads_typed((type_, cp_bytes))
     parent_id = parent.decode()
     return CheckpointTuple(
@@ -383,7 +489,7 @@ def decode_tuple(
         checkpoint={**checkpoint, "channel_values": values},
         metadata=serde.loads_typed((md_type.decode(), md_bytes)),
         parent_config=(checkpoint_config(thread_id, checkpoint_ns, parent_id) if parent_id else None),
-        pending_writes=decode_writes(serde, write_records or ()),
+        pending_writes=decode_writes(serde, write_records or (), checkpoint_ns, ref_items),
     )
 
 

@@ -11,11 +11,14 @@ write only the items one put appends to an existing list (one or two messages a 
 
 from __future__ import annotations
 
-from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, SEGMENTS_TYPE
+from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, DREF_TYPE, REF_TYPE, SEGMENTS_TYPE
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
-LIB = f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n" + (
+LIB = (
+    f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n"
+    f"local REF, DREF = '{REF_TYPE.decode()}', '{DREF_TYPE.decode()}\\0'\n"
+) + (
     r"""
 local function items(s, pos, n)  -- n netstrings from pos; returns them and the next pos
   local out = {}
@@ -34,6 +37,43 @@ end
 local function writes_of(m)  -- write fields of the checkpoint with index member m
   return redis.call('ZRANGEBYLEX', KEYS[4], '[' .. m .. '\0', '(' .. m .. '\1')
 end
+local function packed_writes(m)  -- the write records stored together at field m (format 3)
+  local v, out, pos = redis.call('HGET', KEYS[5], m), {}, 1
+  if not v then return out end
+  while pos <= #v do
+    local one
+    one, pos = items(v, pos, 1)
+    out[#out + 1] = one[1]
+  end
+  return out
+end
+local function pack_all(list)  -- netstrings, as records.pack
+  local parts = {}
+  for i, r in ipairs(list) do parts[i] = #r .. ':' .. r end
+  return table.concat(parts)
+end
+-- Write records of checkpoint m (one field each, formats 1-2, found by the widx index; and
+-- all in field m, format 3), and {item field, item, ...} of the list items its writes
+-- stored by reference name (format 3; one message each, so small values only).
+local function writes_with_items(m)
+  local wf, writes, found = writes_of(m), {}, {}
+  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  for _, r in ipairs(packed_writes(m)) do writes[#writes + 1] = r end
+  local ns = string.match(m, '^(%Z*)')
+  for _, r in ipairs(writes) do
+    if r then
+      local p = items(r, 1, 4)
+      if p[3] == REF then
+        local lineage, from, to = string.match(p[4], '^(%Z*)%z(%d+)%z(%d+)$')
+        for i = tonumber(from), tonumber(to) - 1 do
+          local f = ns .. '\0' .. p[2] .. '\0' .. lineage .. '\0' .. i
+          found[#found + 1] = f; found[#found + 1] = redis.call('HGET', KEYS[3], f) or ''
+        end
+      end
+    end
+  end
+  return writes, found
+end
 local function fenced(token)
   return token ~= '' and redis.call('GET', KEYS[6]) ~= token
 end
@@ -46,11 +86,13 @@ local function split0(s)  -- the parts of s between NUL bytes
     pos = z + 1
   end
 end
-local function descriptor(f)  -- the descriptor blob stored at field f, or nil (big values unread)
+-- The descriptor blob stored at field f (a list's segments, or a dict of lists by reference,
+-- format 3), or nil (big values unread)
+local function descriptor(f)
   local n = redis.call('HSTRLEN', KEYS[3], f)
   if n == 0 or n > DESCRIPTOR_MAX then return nil end
   local v = redis.call('HGET', KEYS[3], f)
-  if string.sub(v, 1, #SEGMENTS) == SEGMENTS then return v end
+  if string.sub(v, 1, #SEGMENTS) == SEGMENTS or string.sub(v, 1, #DREF) == DREF then return v end
   return nil
 end
 -- The TTL of every key of the thread but the lease (it has its own), refreshed only when one
@@ -76,9 +118,10 @@ end
 # KEYS[1..5] = idx, cp, blobs, widx, w
 # ARGV[1] = n, ARGV[2..1+n] = blob fields the caller holds decoded (no descriptor wanted),
 # then checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
-# returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...}} for the
-#   record's other blob fields that hold a list stored item by item, or false when there is
-#   no such checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
+# returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...} for the
+#   record's other blob fields that hold a list stored item by item, {item field, item, ...}
+#   the writes stored by reference name ('' if gone)}, or false when there is no such
+#   checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
 LOAD = (
     LIB
     + r"""
@@ -95,13 +138,13 @@ for i = 2 + n, #ARGV, 2 do
   local m = ns .. '\0' .. id
   local record = id ~= '' and redis.call('HGET', KEYS[2], m)
   if record then
-    local wf, writes, descs = writes_of(m), {}, {}
-    if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+    local writes, found = writes_with_items(m)
+    local descs = {}
     for _, f in ipairs(blob_fields(record)) do
       local d = not held[f] and descriptor(f)
       if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
     end
-    out[#out + 1] = {id, record, writes, descs}
+    out[#out + 1] = {id, record, writes, descs, found}
   else
     out[#out + 1] = false
   end
@@ -124,7 +167,13 @@ return out
 # ARGV[4] = checkpoint record,
 # then n, and the n blob fields the HSET just before wrote,
 # then m, and m item fields that must exist (the last stored item of each extended list),
-# then c extensions, each: k, then k pairs (item field, item bytes) to append
+# then c extensions, each: k, then k pairs (item field, item bytes) to append,
+# then r, and r triples (the parent's index member, SHA-1 hex of its writes field, the field
+#   with the writes whose list this put appended by reference): format 3, swapped only if
+#   the field still holds what the saver wrote,
+# then d, and d pairs (blob field, the blob by reference): the parent's dict-of-lists values
+#   whose items this put stored (format 3), each replaced if still there (a version's blob is
+#   written once, by the put of that version: its content is known)
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -158,6 +207,14 @@ for _ = 1, c do
   each_chunk(ARGV, first + 1, first + 2 * k, function(...) redis.call('HSET', KEYS[3], ...) end)
   first = first + 1 + 2 * k
 end
+for i = first + 1, first + 3 * tonumber(ARGV[first]), 3 do
+  local cur = redis.call('HGET', KEYS[5], ARGV[i])
+  if cur and redis.sha1hex(cur) == ARGV[i + 1] then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 2]) end
+end
+first = first + 1 + 3 * tonumber(ARGV[first])
+for i = first + 1, first + 2 * tonumber(ARGV[first]), 2 do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 1 then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 refresh(ARGV[1], (n > 0 or c > 0) and {2, 3} or {2})
@@ -184,12 +241,52 @@ return 1
 """
 )
 
+# Format 3: a checkpoint's writes in one field of the w hash, its index member (no widx
+# entry: a sorted-set member costs ~135 bytes, a quarter of a turn's writes).
+# KEYS[1..7] = ThreadKeys
+# ARGV[1] = ttl seconds, ARGV[2] = fencing token or '', ARGV[3] = index member,
+# ARGV[4] = the write records as netstrings, ARGV[5..] = per record '1' to replace an existing
+#   write of the same (task_id, idx) / '0' to keep it
+# returns 1, or 0 when fenced (nothing written)
+PUT_WRITES_PACKED = (
+    LIB
+    + r"""
+if fenced(ARGV[2]) then return 0 end
+if #ARGV < 5 then return 1 end
+local cur = redis.call('HGET', KEYS[5], ARGV[3])
+if not cur then  -- the checkpoint's first writes (the common case): stored as sent
+  redis.call('HSET', KEYS[5], ARGV[3], ARGV[4])
+else
+  local function key(r)  -- task_id and idx of a write record
+    local p = items(r, 1, 6)
+    return p[1] .. '\0' .. p[6]
+  end
+  local list, at = packed_writes(ARGV[3]), {}
+  for i, r in ipairs(list) do at[key(r)] = i end
+  local new = items(ARGV[4], 1, #ARGV - 4)
+  for i, r in ipairs(new) do
+    local k = key(r)
+    if not at[k] then
+      list[#list + 1] = r
+      at[k] = #list
+    elseif ARGV[4 + i] == '1' then
+      list[at[k]] = r
+    end
+  end
+  redis.call('HSET', KEYS[5], ARGV[3], pack_all(list))
+end
+refresh(ARGV[1], {5})
+return 1
+"""
+)
+
 # KEYS[1..5] = idx, cp, blobs, widx, w
 # ARGV = index members of checkpoints to delete
 # deletes them, their writes, every blob no remaining checkpoint refers to, and the items of
-#   every lineage no remaining list uses. A lineage in use keeps all its items, also past the
-#   end of what is used of it: an item's name (lineage, position) must never come to mean
-#   other content, since readers cache items by name (and a put then forks instead).
+#   every lineage no remaining list or pending write (by reference) uses. A lineage in use
+#   keeps all its items, also past the end of what is used of it: an item's name (lineage,
+#   position) must never come to mean other content, since readers cache items by name (and a
+#   put then forks instead).
 # returns the number of checkpoints deleted
 DROP = (
     LIB
@@ -198,6 +295,7 @@ local n = 0
 for _, m in ipairs(ARGV) do
   n = n + redis.call('ZREM', KEYS[1], m)
   redis.call('HDEL', KEYS[2], m)
+  redis.call('HDEL', KEYS[5], m)  -- format 3: all its writes
   local wf = writes_of(m)
   if #wf > 0 then
     redis.call('HDEL', KEYS[5], unpack(wf))
@@ -210,10 +308,24 @@ for _, record in ipairs(redis.call('HVALS', KEYS[2])) do
 end
 for f in pairs(live) do
   local d = descriptor(f)
-  if d then
+  if d and string.sub(d, 1, #DREF) == DREF then  -- key, channel, lineage, start, end ...
+    local ns, parts = string.match(f, '^(%Z*)'), split0(d)
+    for i = 2, #parts - 4, 5 do used[ns .. '\0' .. parts[i + 1] .. '\0' .. parts[i + 2]] = true end
+  elseif d then
     local channel = string.match(f, '^(%Z*%z%Z*)%z')  -- ns\0channel
     local parts = split0(d)
     for i = 2, #parts - 2, 3 do used[channel .. '\0' .. parts[i]] = true end
+  end
+end
+local w = redis.call('HGETALL', KEYS[5])  -- writes by reference keep their items' lineage
+for i = 1, #w, 2 do
+  local records = {w[i + 1]}
+  if string.match(w[i], '^%Z*%z%Z*$') then records = packed_writes(w[i]) end  -- format 3
+  for _, r in ipairs(records) do
+    local p = items(r, 1, 4)
+    if p[3] == REF then
+      used[string.match(w[i], '^(%Z*)') .. '\0' .. p[2] .. '\0' .. string.match(p[4], '^(%Z*)')] = true
+    end
   end
 end
 for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
@@ -233,7 +345,8 @@ return n
 # ARGV[1] = checkpoint_ns, ARGV[2] = checkpoint id ('' = the latest), ARGV[3..] = channels
 # Walks the parent chain from the checkpoint's parent (its own writes are pending, not
 #   history) until every channel met a non-empty blob (its seed), or the root.
-# returns {{checkpoint id, {write records}} per ancestor, newest first},
+# returns {{checkpoint id, {write records}, {item field, item, ...} its writes by reference
+#   name} per ancestor, newest first},
 #   {channel, ancestor index (1-based), seed field, ...}, {field, descriptor, ...} of seeds
 #   that are lists stored item by item (the caller HMGETs the seeds: no big values in Lua)
 DELTA_HISTORY = (
@@ -262,9 +375,8 @@ while parent ~= '' and left > 0 do
   local m = ns .. '\0' .. parent
   record = redis.call('HGET', KEYS[2], m)
   if not record then break end
-  local wf, writes = writes_of(m), {}
-  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
-  ancestors[#ancestors + 1] = {parent, writes}
+  local writes, found = writes_with_items(m)
+  ancestors[#ancestors + 1] = {parent, writes, found}
   for _, f in ipairs(blob_fields(record)) do
     local channel = string.match(f, '^%Z*%z(%Z*)%z')
     if waiting[channel] and has_value(f) then
@@ -286,6 +398,7 @@ SCRIPTS: dict[str, str] = {
     "load": LOAD,
     "put": PUT,
     "put_writes": PUT_WRITES,
+    "put_writes_packed": PUT_WRITES_PACKED,
     "drop": DROP,
     "delta_history": DELTA_HISTORY,
 }

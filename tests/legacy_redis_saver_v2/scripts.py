@@ -1,0 +1,291 @@
+"""The Lua scripts of the ``redis`` saver, each with its KEYS, ARGV and reply.
+
+Every script gets a thread's keys (:class:`threadline.redis_keys.ThreadKeys`) in order as KEYS
+(the first five, :attr:`ThreadKeys.data`, when it needs no lease), so one script touches one
+thread only and stays on one cluster slot (they share the hash tag ``{thread_id}``). Records are
+netstrings (:mod:`legacy_redis_saver_v2.records`), which Lua reads without a decoder.
+Large values never pass through a script: the saver moves whole values and new list items
+with plain HSET/HMGET; scripts read only descriptors (at most ``DESCRIPTOR_MAX_BYTES``) and
+write only the items one put appends to an existing list (one or two messages a step).
+"""
+
+from __future__ import annotations
+
+from legacy_redis_saver_v2.records import DESCRIPTOR_MAX_BYTES, SEGMENTS_TYPE
+
+# Shared by every script. KEYS are always a thread's ThreadKeys in order:
+# 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.
+LIB = f"local DESCRIPTOR_MAX, SEGMENTS = {DESCRIPTOR_MAX_BYTES}, '{SEGMENTS_TYPE.decode()}\\0'\n" + (
+    r"""
+local function items(s, pos, n)  -- n netstrings from pos; returns them and the next pos
+  local out = {}
+  for i = 1, n do
+    local colon = string.find(s, ':', pos, true)
+    local size = tonumber(string.sub(s, pos, colon - 1))
+    out[i] = string.sub(s, colon + 1, colon + size)
+    pos = colon + size + 1
+  end
+  return out, pos
+end
+local function blob_fields(record)  -- the blobs-hash fields a checkpoint record refers to
+  local head, pos = items(record, 1, 1)
+  return (items(record, pos, tonumber(head[1])))
+end
+local function writes_of(m)  -- write fields of the checkpoint with index member m
+  return redis.call('ZRANGEBYLEX', KEYS[4], '[' .. m .. '\0', '(' .. m .. '\1')
+end
+local function fenced(token)
+  return token ~= '' and redis.call('GET', KEYS[6]) ~= token
+end
+local function split0(s)  -- the parts of s between NUL bytes
+  local out, pos = {}, 1
+  while true do
+    local z = string.find(s, '\0', pos, true)
+    if not z then out[#out + 1] = string.sub(s, pos) return out end
+    out[#out + 1] = string.sub(s, pos, z - 1)
+    pos = z + 1
+  end
+end
+local function descriptor(f)  -- the descriptor blob stored at field f, or nil (big values unread)
+  local n = redis.call('HSTRLEN', KEYS[3], f)
+  if n == 0 or n > DESCRIPTOR_MAX then return nil end
+  local v = redis.call('HGET', KEYS[3], f)
+  if string.sub(v, 1, #SEGMENTS) == SEGMENTS then return v end
+  return nil
+end
+-- The TTL of every key of the thread but the lease (it has its own), refreshed only when one
+-- of the keys this call wrote (`written`: KEYS indexes) has none or has lost more than
+-- `slack` seconds of it: one PTTL (a read) per write instead of six EXPIREs (writes, each
+-- replicated and appended to the AOF) -- the EXPIREs were 31 of the 80 commands of a turn.
+local function refresh(ttl, written)
+  ttl = tonumber(ttl)
+  local due = (ttl - math.min(60, math.floor(ttl / 10))) * 1000
+  for _, i in ipairs(written) do
+    if redis.call('PTTL', KEYS[i]) < due then
+      for _, k in ipairs({1, 2, 3, 4, 5, 7}) do redis.call('EXPIRE', KEYS[k], ttl) end
+      return
+    end
+  end
+end
+local function each_chunk(list, from, to, fn)  -- unpack() has a stack limit: 1000 at a time
+  for i = from, to, 1000 do fn(unpack(list, i, math.min(i + 999, to))) end
+end
+"""
+)
+
+# KEYS[1..5] = idx, cp, blobs, widx, w
+# ARGV[1] = n, ARGV[2..1+n] = blob fields the caller holds decoded (no descriptor wanted),
+# then checkpoint_ns, checkpoint_id pairs; an empty id means the latest of that ns
+# returns per pair {checkpoint_id, record, {write records}, {field, descriptor, ...}} for the
+#   record's other blob fields that hold a list stored item by item, or false when there is
+#   no such checkpoint (the caller HMGETs the blobs and items: no big values in Lua)
+LOAD = (
+    LIB
+    + r"""
+local out, held = {}, {}
+local n = tonumber(ARGV[1])
+for i = 2, 1 + n do held[ARGV[i]] = true end
+for i = 2 + n, #ARGV, 2 do
+  local ns, id = ARGV[i], ARGV[i + 1]
+  if id == '' then
+    local latest = redis.call('ZREVRANGEBYLEX', KEYS[1], '(' .. ns .. '\1', '[' .. ns .. '\0',
+                              'LIMIT', 0, 1)
+    if latest[1] then id = string.sub(latest[1], #ns + 2) end
+  end
+  local m = ns .. '\0' .. id
+  local record = id ~= '' and redis.call('HGET', KEYS[2], m)
+  if record then
+    local wf, writes, descs = writes_of(m), {}, {}
+    if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+    for _, f in ipairs(blob_fields(record)) do
+      local d = not held[f] and descriptor(f)
+      if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
+    end
+    out[#out + 1] = {id, record, writes, descs}
+  else
+    out[#out + 1] = false
+  end
+end
+return out
+"""
+)
+
+# Runs in one MULTI/EXEC right after a plain HSET of this put's whole values, descriptors and
+# the items of lists it stores afresh (big values stay out of Lua; all those fields are new:
+# versions and lineages carry a random part). When it stores nothing (fenced, or a list it
+# extends changed underneath) it takes those fields out again, so the thread is as before --
+# unless this very checkpoint is already stored (a retried put whose first attempt went
+# through), and then they are its own and stay.
+# An extension appends items to a lineage at the position where the list it extends ends;
+# another checkpoint may have appended other items there already (a fork from an older
+# checkpoint): then nothing is stored and the saver retries with a lineage of its own.
+# KEYS[1..7] = ThreadKeys
+# ARGV[1] = ttl seconds, ARGV[2] = fencing token or '', ARGV[3] = index member,
+# ARGV[4] = checkpoint record,
+# then n, and the n blob fields the HSET just before wrote,
+# then m, and m item fields that must exist (the last stored item of each extended list),
+# then c extensions, each: k, then k pairs (item field, item bytes) to append
+# returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
+#   -2 another checkpoint appended other items at an extension's position
+PUT = (
+    LIB
+    + r"""
+local n = tonumber(ARGV[5])
+local function undo()
+  if n > 0 and redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then
+    each_chunk(ARGV, 6, 5 + n, function(...) redis.call('HDEL', KEYS[3], ...) end)
+  end
+end
+if fenced(ARGV[2]) then undo() return 0 end
+local pos = 6 + n
+local m = tonumber(ARGV[pos])
+for i = pos + 1, pos + m do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then undo() return -1 end
+end
+pos = pos + m + 1
+local first, c = pos + 1, tonumber(ARGV[pos])
+for _ = 1, c do
+  local k = tonumber(ARGV[first])
+  for i = first + 1, first + 2 * k, 2 do
+    local cur = redis.call('HGET', KEYS[3], ARGV[i])
+    if cur and cur ~= ARGV[i + 1] then undo() return -2 end
+  end
+  first = first + 1 + 2 * k
+end
+first = pos + 1
+for _ = 1, c do
+  local k = tonumber(ARGV[first])
+  each_chunk(ARGV, first + 1, first + 2 * k, function(...) redis.call('HSET', KEYS[3], ...) end)
+  first = first + 1 + 2 * k
+end
+redis.call('ZADD', KEYS[1], 0, ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+refresh(ARGV[1], (n > 0 or c > 0) and {2, 3} or {2})
+return 1
+"""
+)
+
+# KEYS[1..7] = ThreadKeys
+# ARGV[1] = ttl seconds, ARGV[2] = fencing token or '',
+# ARGV[3..] = write field, write record, '1' to replace an existing write / '0' to keep it
+# returns 1, or 0 when fenced (nothing written)
+PUT_WRITES = (
+    LIB
+    + r"""
+if fenced(ARGV[2]) then return 0 end
+for i = 3, #ARGV, 3 do
+  if ARGV[i + 2] == '1' or redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
+    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
+    redis.call('ZADD', KEYS[4], 0, ARGV[i])
+  end
+end
+if #ARGV > 2 then refresh(ARGV[1], {5}) end
+return 1
+"""
+)
+
+# KEYS[1..5] = idx, cp, blobs, widx, w
+# ARGV = index members of checkpoints to delete
+# deletes them, their writes, every blob no remaining checkpoint refers to, and the items of
+#   every lineage no remaining list uses. A lineage in use keeps all its items, also past the
+#   end of what is used of it: an item's name (lineage, position) must never come to mean
+#   other content, since readers cache items by name (and a put then forks instead).
+# returns the number of checkpoints deleted
+DROP = (
+    LIB
+    + r"""
+local n = 0
+for _, m in ipairs(ARGV) do
+  n = n + redis.call('ZREM', KEYS[1], m)
+  redis.call('HDEL', KEYS[2], m)
+  local wf = writes_of(m)
+  if #wf > 0 then
+    redis.call('HDEL', KEYS[5], unpack(wf))
+    redis.call('ZREM', KEYS[4], unpack(wf))
+  end
+end
+local live, used, dead = {}, {}, {}
+for _, record in ipairs(redis.call('HVALS', KEYS[2])) do
+  for _, f in ipairs(blob_fields(record)) do live[f] = true end
+end
+for f in pairs(live) do
+  local d = descriptor(f)
+  if d then
+    local channel = string.match(f, '^(%Z*%z%Z*)%z')  -- ns\0channel
+    local parts = split0(d)
+    for i = 2, #parts - 2, 3 do used[channel .. '\0' .. parts[i]] = true end
+  end
+end
+for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
+  local lineage = string.match(f, '^(%Z*%z%Z*%z%Z*)%z%d+$')
+  if lineage then
+    if not used[lineage] then dead[#dead + 1] = f end
+  elseif not live[f] then
+    dead[#dead + 1] = f
+  end
+end
+each_chunk(dead, 1, #dead, function(...) redis.call('HDEL', KEYS[3], ...) end)
+return n
+"""
+)
+
+# KEYS[1..5] = idx, cp, blobs, widx, w
+# ARGV[1] = checkpoint_ns, ARGV[2] = checkpoint id ('' = the latest), ARGV[3..] = channels
+# Walks the parent chain from the checkpoint's parent (its own writes are pending, not
+#   history) until every channel met a non-empty blob (its seed), or the root.
+# returns {{checkpoint id, {write records}} per ancestor, newest first},
+#   {channel, ancestor index (1-based), seed field, ...}, {field, descriptor, ...} of seeds
+#   that are lists stored item by item (the caller HMGETs the seeds: no big values in Lua)
+DELTA_HISTORY = (
+    LIB
+    + r"""
+local ns, id = ARGV[1], ARGV[2]
+if id == '' then
+  local latest = redis.call('ZREVRANGEBYLEX', KEYS[1], '(' .. ns .. '\1', '[' .. ns .. '\0', 'LIMIT', 0, 1)
+  if latest[1] then id = string.sub(latest[1], #ns + 2) end
+end
+local function has_value(f)  -- 'empty\0' (6 bytes): the checkpoint has no value for the channel
+  local n = redis.call('HSTRLEN', KEYS[3], f)
+  return n > 0 and (n ~= 6 or redis.call('HGET', KEYS[3], f) ~= 'empty\0')
+end
+local function parent_of(record)
+  local head, pos = items(record, 1, 1)
+  local rest = items(record, pos, tonumber(head[1]) + 5)
+  return rest[#rest]
+end
+local waiting, left = {}, 0
+for i = 3, #ARGV do waiting[ARGV[i]] = true; left = left + 1 end
+local record = id ~= '' and redis.call('HGET', KEYS[2], ns .. '\0' .. id)
+local ancestors, seeds, descs = {}, {}, {}
+local parent = record and parent_of(record) or ''
+while parent ~= '' and left > 0 do
+  local m = ns .. '\0' .. parent
+  record = redis.call('HGET', KEYS[2], m)
+  if not record then break end
+  local wf, writes = writes_of(m), {}
+  if #wf > 0 then writes = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  ancestors[#ancestors + 1] = {parent, writes}
+  for _, f in ipairs(blob_fields(record)) do
+    local channel = string.match(f, '^%Z*%z(%Z*)%z')
+    if waiting[channel] and has_value(f) then
+      waiting[channel] = nil
+      left = left - 1
+      seeds[#seeds + 1] = channel; seeds[#seeds + 1] = #ancestors; seeds[#seeds + 1] = f
+      local d = descriptor(f)
+      if d then descs[#descs + 1] = f; descs[#descs + 1] = d end
+    end
+  end
+  parent = parent_of(record)
+end
+return {ancestors, seeds, descs}
+"""
+)
+
+# name -> source; the saver registers each once per client
+SCRIPTS: dict[str, str] = {
+    "load": LOAD,
+    "put": PUT,
+    "put_writes": PUT_WRITES,
+    "drop": DROP,
+    "delta_history": DELTA_HISTORY,
+}
