@@ -22,12 +22,12 @@ deployments run one replica; the turn lease is process-local there too).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from threadline.config import QuotaSettings, env_name
 from threadline.redis_keys import principal_threads_key, thread_bytes_key
@@ -52,6 +52,12 @@ class Quotas(Protocol):
     async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
         """Count ``n`` more message bytes on the thread (and mark it active). Raises
         :class:`QuotaExceeded`, counting nothing."""
+
+    async def _mark_active(self, key: str, thread_id: str) -> None:
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
+            pipe.pexpire(key, self._ttl * 1000)
+            await pipe.execute()
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         """Forget a deleted thread."""
@@ -113,21 +119,23 @@ class RedisQuotas:
     async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
         limit = self._settings.thread_bytes
         bytes_key, key = thread_bytes_key(thread_id), principal_threads_key(principal)
-        # One round trip (a LangGraph API run calls this once per run): the count, and the
-        # thread is active now, so it counts until ttl after this (its checkpoints live that
-        # long). The activity is marked even when the bytes are refused: the thread exists
-        # (XX) and its client just used it. Two slots on Redis Cluster, so not one script.
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.evalsha(self._add_bytes.sha, 1, bytes_key, n, limit, self._ttl)
-            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
-            pipe.pexpire(key, self._ttl * 1000)
-            total, *_ = await pipe.execute(raise_on_error=False)
-        if isinstance(total, redis.exceptions.NoScriptError):  # a restarted Redis: load it
-            total = await self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl])
-        elif isinstance(total, Exception):
-            raise total
+        # One round trip's wait (a LangGraph API run calls this once per run): the count, and
+        # the thread is active now, so it counts until ttl after this (its checkpoints live
+        # that long). The activity is marked even when the bytes are refused: the thread exists
+        # (XX) and its client just used it. Two slots on Redis Cluster, so not one script; and
+        # redis-py's cluster pipeline refuses scripts, so the two are sent side by side.
+        total, _ = await asyncio.gather(
+            self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl]),
+            self._mark_active(key, thread_id),
+        )
         if total < 0:
             raise QuotaExceeded(THREAD_BYTES, limit)
+
+    async def _mark_active(self, key: str, thread_id: str) -> None:
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
+            pipe.pexpire(key, self._ttl * 1000)
+            await pipe.execute()
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         await self._client.zrem(principal_threads_key(principal), thread_id)
@@ -155,6 +163,12 @@ class LocalQuotas:
         if limit and total > limit:
             raise QuotaExceeded(THREAD_BYTES, limit)
         self._bytes[thread_id] = total
+
+    async def _mark_active(self, key: str, thread_id: str) -> None:
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
+            pipe.pexpire(key, self._ttl * 1000)
+            await pipe.execute()
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         self._threads.get(principal, set()).discard(thread_id)
