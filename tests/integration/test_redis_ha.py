@@ -338,3 +338,65 @@ def test_sessions_leases_and_checkpoints_follow_a_sentinel_failover(redis_sentin
     assert redis_sentinel.primary_port() != old
     assert response.json()["reply"]["content"] == expected_service_reply(["before", first, "after"])
     assert [m["content"] for m in client.thread(thread)["messages"]][::2] == ["before", "after"]
+
+
+def _api_runs_across(first, second, thread_id: str | None = None) -> str:
+    """One LangGraph API run made on ``first`` (SDK, x-api-key) and joined from ``second``;
+    returns the thread id."""
+    from langgraph_sdk import get_sync_client
+
+    from client import API_KEY
+
+    a = get_sync_client(url=first.url, api_key=API_KEY)
+    b = get_sync_client(url=second.url, api_key=API_KEY)
+    if thread_id is None:
+        thread_id = a.threads.create()["thread_id"]
+    turn = len(b.threads.get_state(thread_id)["values"].get("messages", [])) // 2 + 1
+    run = a.runs.create(thread_id, "chat", input={"messages": [{"role": "human", "content": f"m{turn}"}]})
+    b.runs.join(thread_id, run["run_id"])
+    assert b.runs.get(thread_id, run["run_id"])["status"] == "success"
+    messages = b.threads.get_state(thread_id)["values"]["messages"]
+    assert len(messages) == 2 * turn and messages[-1]["content"].startswith(f"turn {turn} ")
+    return thread_id
+
+
+def test_langgraph_api_runs_on_a_cluster(redis_cluster, start_replica) -> None:
+    """Thread records, run records and run events live under the thread's hash tag (or in
+    keys of their own slot): runs work on a Cluster, created on one replica, joined on another."""
+    env = {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": redis_cluster.url(),
+        "SESSION_BACKEND": "redis",
+        "REDIS_URL": redis_cluster.url(),
+        "API_KEYS": API_KEYS,
+    }
+    first, second = start_replica(env, name="lc1"), start_replica(env, name="lc2")
+    thread = _api_runs_across(first, second)
+    _api_runs_across(second, first, thread)
+
+
+def test_langgraph_api_runs_after_a_sentinel_failover(redis_sentinel, start_replica) -> None:
+    """Runs, their records and the thread's lease follow the primary: a run made after the
+    failover continues the thread made before it."""
+    env = {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": redis_sentinel.url(1),
+        "SESSION_BACKEND": "redis",
+        "REDIS_URL": redis_sentinel.url(0),
+        "CHECKPOINT_REDIS_WAIT_REPLICAS": "1",
+        "API_KEYS": API_KEYS,
+    }
+    first, second = start_replica(env, name="ls1"), start_replica(env, name="ls2")
+    thread = _api_runs_across(first, second)
+    old = redis_sentinel.kill_primary()
+    redis_sentinel.wait_for_failover(old.port)
+    redis_sentinel.rejoin(old)  # WAIT 1 needs a replica again
+    deadline = time.monotonic() + 30
+    while True:  # the replicas notice the new primary on their next connection
+        try:
+            _api_runs_across(second, first, thread)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
