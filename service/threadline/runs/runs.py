@@ -47,6 +47,7 @@ from threadline.runs.records import (
     now_iso,
 )
 from threadline.runs.threads import OWNER_KEY, Threads, thread_config
+from threadline.stores import STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,14 @@ STATELESS_GRACE_SECONDS = 60.0
 # Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
 # within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
 SWEEP_SECONDS = 0.5
+# First wait before a run whose store failed runs again (doubling up to 1 s): a Redis restart
+# with AOF takes ~0.3 s here.
+STORE_RETRY_SECONDS = 0.1
+# ... at most this many times in a row (about a minute), then the run ends as an error.
+STORE_RETRIES = 60
+# A store failing right now; not the builtin ConnectionError / TimeoutError that a graph's own
+# code raises (a model provider timing out), which end the run as an error.
+_STORE_FAILURES = tuple(e for e in STORE_ERRORS if e not in (ConnectionError, TimeoutError))
 
 
 class _GiveUp(Exception):
@@ -398,7 +407,28 @@ class Runs:
         self, run: RunRecord, assistant: Assistant, attempt: int
     ) -> tuple[str, str, bytes]:
         """Wait for the run's turn (head of the queue, then the lease), run it, and return
-        ``(run status, thread status, result)``."""
+        ``(run status, thread status, result)``. A store that fails meanwhile (Redis
+        restarting) does not fail the run: it runs again from its last checkpoint once the
+        store answers."""
+        backoff = STORE_RETRY_SECONDS
+        for retry in range(STORE_RETRIES + 1):
+            try:
+                return await self._run_when_first(run, assistant, attempt)
+            except _STORE_FAILURES as exc:
+                if retry == STORE_RETRIES:
+                    raise
+                log.warning(
+                    "store failed mid-run; running it again from its last checkpoint",
+                    extra={"run_id": run.run_id, "error": type(exc).__name__},
+                )
+                attempt += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    async def _run_when_first(
+        self, run: RunRecord, assistant: Assistant, attempt: int
+    ) -> tuple[str, str, bytes]:
         delay = QUEUE_POLL_SECONDS
         while (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
@@ -461,7 +491,7 @@ class Runs:
             # already did) from what was checkpointed; nothing more is stored from here.
             log.warning("run lost its thread's lease; leaving it to a takeover", extra={"run_id": run.run_id})
             raise _GiveUp(run.run_id) from None
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, *_STORE_FAILURES):
             raise
         except Exception as exc:
             log.warning(
