@@ -234,7 +234,7 @@ class Runs:
         """Run to the end or until cancelled; finishes the run's records unless the run was
         taken over by another executor (or is left for one: this process is stopping)."""
         body = asyncio.create_task(self._run_in_turn(run, assistant, attempt), name=f"run-body-{run.run_id}")
-        cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
+        cancel = asyncio.create_task(self._wait_cancel(run))
         heart = asyncio.create_task(self._keep_beating(run, executor))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
         finish = True
@@ -280,6 +280,15 @@ class Runs:
                 # Shielded: the records must say the run ended even when this task is cancelled.
                 if await asyncio.shield(self._finish(run, status, thread_status, result, executor)):
                     metrics.RUNS.labels(status).inc()
+
+    async def _wait_cancel(self, run: RunRecord) -> str:
+        """The run's cancel action, once requested; a store that fails meanwhile (Redis
+        restarting) is waited out rather than taken for a cancel."""
+        while True:
+            try:
+                return await self.records.wait_cancel(run.thread_id, run.run_id)
+            except _STORE_FAILURES:
+                await asyncio.sleep(STORE_RETRY_SECONDS)
 
     async def _keep_beating(self, run: RunRecord, executor: str) -> None:
         """Renew the run's heartbeat every third of its TTL while this executor lives; returns
