@@ -60,7 +60,7 @@ def pair(redis_server, tmp_path_factory) -> Iterator[Pair]:
 async def test_assistants_are_the_graphs_by_graph_id_and_uuid(pair: Pair) -> None:
     client = pair.client()
     found = await client.assistants.search()
-    assert {a["graph_id"] for a in found} == {"chat", "refunds", "nested", "steps"}
+    assert {a["graph_id"] for a in found} == {"chat", "refunds", "nested", "steps", "tools"}
     by_uuid = await client.assistants.get(assistant_id_of("refunds"))
     by_graph_id = await pair.client("b").assistants.get("refunds")
     assert by_uuid == by_graph_id and by_uuid["assistant_id"] == assistant_id_of("refunds")

@@ -176,3 +176,40 @@ async def test_on_disconnect_continue_lets_the_run_finish_for_a_later_join(repli
     await stream.aclose()
     result = await b.runs.join(tid, first.data["run_id"])
     assert result["done"] == numbers(3)
+
+
+async def test_a_run_cancelled_mid_tool_call_leaves_a_thread_the_next_run_continues(replicas) -> None:
+    _, (a, b) = replicas("a", "b")
+    tid = (await a.threads.create())["thread_id"]
+    run = await a.runs.create(tid, "tools", input={"messages": [{"role": "user", "content": "x"}]})
+
+    async def in_tool() -> bool:
+        return (await b.threads.get_state(tid))["next"] == ["tools"]
+
+    await until(in_tool, "the model's tool call checkpointed, the tool running")
+    await b.runs.cancel(tid, run["run_id"], wait=True)
+    messages = (await b.threads.get_state(tid))["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool"]
+    assert messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"]
+    assert messages[2]["status"] == "error"
+    assert (await b.threads.get(tid))["status"] == "idle"
+    # The graph's model refuses a history with an unanswered tool call: this run proves there
+    # is none (it calls the tool again, for the new message, and answers).
+    after = await a.runs.wait(tid, "tools", input={"messages": [{"role": "user", "content": "y"}]})
+    assert after["messages"][-1]["content"] == "answer: found y"
+
+
+async def test_the_interrupt_strategy_mid_tool_call_leaves_a_thread_the_new_run_continues(replicas) -> None:
+    _, (a, b) = replicas("a", "b")
+    tid = (await a.threads.create())["thread_id"]
+    first = await a.runs.create(tid, "tools", input={"messages": [{"role": "user", "content": "x"}]})
+
+    async def in_tool() -> bool:
+        return (await b.threads.get_state(tid))["next"] == ["tools"]
+
+    await until(in_tool, "the tool running")
+    after = await b.runs.wait(
+        tid, "tools", input={"messages": [{"role": "user", "content": "y"}]}, multitask_strategy="interrupt"
+    )
+    assert after["messages"][-1]["content"] == "answer: found y"
+    assert (await a.runs.get(tid, first["run_id"]))["status"] == "interrupted"

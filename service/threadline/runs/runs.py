@@ -27,7 +27,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+from langchain_core.messages import AIMessage, BaseMessageChunk, ToolMessage, message_chunk_to_message
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
@@ -75,6 +76,8 @@ SWEEP_SECONDS = 0.5
 # First wait before a run whose store failed runs again (doubling up to 1 s): a Redis restart
 # with AOF takes ~0.3 s here.
 STORE_RETRY_SECONDS = 0.1
+# The result a tool call gets when its run was stopped before the tool answered.
+STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned a result"
 # ... at most this many times in a row (about a minute), then the run ends as an error.
 STORE_RETRIES = 60
 # A store failing right now; not the builtin ConnectionError / TimeoutError that a graph's own
@@ -390,8 +393,8 @@ class Runs:
 
     async def _cancelled(self, run: RunRecord, assistant: Assistant, action: str) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
+        await self._settle(run, assistant, action)
         if action == "rollback":
-            await self._roll_back(run)
             error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
         with contextlib.suppress(Exception):
             await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
@@ -401,13 +404,18 @@ class Runs:
         status = "interrupted" if state.interrupts else "idle"
         return "interrupted", status, wire.dumps({"__error__": error})
 
-    async def _roll_back(self, run: RunRecord) -> None:
-        """Delete every checkpoint (and pending write) the run wrote, under the thread's lease
-        so no other run or turn writes meanwhile; the thread is then as before the run."""
+    async def _settle(self, run: RunRecord, assistant: Assistant, action: str) -> None:
+        """Leave the thread of a stopped run in a state the next run can continue, under the
+        thread's lease (no other run or turn writes meanwhile): ``rollback`` deletes every
+        checkpoint and pending write the run wrote (the thread is as before the run);
+        ``interrupt`` keeps what it checkpointed and closes the tool calls it left open."""
         while True:
             try:
-                async with self.lease.hold(run.thread_id):
-                    await self.threads.checkpointer.adelete_for_runs([run.run_id])
+                async with self.lease.hold(run.thread_id) as held:
+                    if action == "rollback":
+                        await self.threads.checkpointer.adelete_for_runs([run.run_id])
+                    else:
+                        await close_open_tool_calls(assistant.graph, run.thread_id, held.token)
                     return
             except LeaseBusy:
                 continue  # its dead or paused executor's lease: wait until it expires
@@ -490,6 +498,7 @@ class Runs:
                     "message": f"the run took longer than {self.timeout_seconds:g} s",
                 }
                 await emit("error", error)
+                await close_open_tool_calls(graph, run.thread_id, held.token)
                 return (
                     "timeout",
                     "interrupted" if emit.interrupts else "idle",
@@ -675,6 +684,40 @@ def _graph_input(kwargs: dict[str, Any]) -> Any:
         goto=[g if isinstance(g, str) else Send(g["node"], g["input"]) for g in goto] if goto else (),
         resume=command.get("resume"),
     )
+
+
+async def close_open_tool_calls(graph: Any, thread_id: str, token: str | None) -> int:
+    """Answer every tool call of the thread's messages that has no result with an error
+    result, so the next run's model sees a valid history; returns how many.
+
+    A run stopped between a model's tool call and the tool's result (a cancel, the
+    ``interrupt`` strategy, a timeout) leaves the AI message with ``tool_calls`` as the last
+    checkpointed state. The next run adds its human message after it, and every provider
+    refuses such a history. The results are written as the pending node (``tools``) would
+    have written them, so the graph moves past it. Only for a ``messages`` channel with a
+    reducer (``add_messages``): a plain channel would be overwritten, not appended to.
+    """
+    channel = graph.channels.get("messages")
+    if not isinstance(channel, BinaryOperatorAggregate):
+        return 0
+    config = thread_config(thread_id, None, token)
+    state = await graph.aget_state(config)
+    messages = state.values.get("messages") if isinstance(state.values, dict) else None
+    if not messages:
+        return 0
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    calls = [
+        c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id") not in answered
+    ]
+    if not calls:
+        return 0
+    results = [
+        ToolMessage(content=STOPPED_TOOL_RESULT, tool_call_id=c["id"], name=c.get("name"), status="error")
+        for c in calls
+    ]
+    await graph.aupdate_state(config, {"messages": results}, as_node=state.next[0] if state.next else None)
+    log.info("closed tool calls a stopped run left open", extra={"thread_id": thread_id, "calls": len(calls)})
+    return len(results)
 
 
 def can_delete_for_runs(saver: BaseCheckpointSaver) -> bool:
