@@ -213,3 +213,22 @@ async def test_the_interrupt_strategy_mid_tool_call_leaves_a_thread_the_new_run_
     )
     assert after["messages"][-1]["content"] == "answer: found y"
     assert (await a.runs.get(tid, first["run_id"]))["status"] == "interrupted"
+
+
+async def test_a_run_outlasting_the_drain_is_handed_over_when_its_replica_stops(
+    redis_server, start_replica
+) -> None:
+    env = redis_env(redis_server, **{**ENV, "DRAIN_SECONDS": "1"})
+    leaving, staying = start_replica(env, "leaving"), start_replica(env, "staying")
+    a = get_client(url=leaving.url, api_key=API_KEY)
+    b = get_client(url=staying.url, api_key=API_KEY)
+    tid = (await a.threads.create())["thread_id"]
+    run = await a.runs.create(tid, "steps", input={"steps": 12, "delay": 0.3})
+    await until(lambda: _at_least(b, tid, 1), "a step checkpointed")
+    leaving.signal(signal.SIGTERM)  # drains 1 s, then hands the run over (it needs ~3.6 s)
+    result = await b.runs.join(tid, run["run_id"])
+    assert result["done"] == numbers(12)
+    assert leaving.proc.wait(timeout=20) in (0, -signal.SIGTERM)
+    attempts = [p.data["attempt"] async for p in b.runs.join_stream(tid, run["run_id"], last_event_id="-1")
+                if p.event == "metadata"]  # fmt: skip
+    assert attempts == [1, 2]
