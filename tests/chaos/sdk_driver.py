@@ -90,7 +90,8 @@ class SdkVerdict:
     interrupts: int
     unanswered: int
     takeover_seconds: list[float]
-    cancel_seconds: list[float]
+    cancel_seconds: list[float]  # cancels of runs no chaos event touched
+    cancel_chaos_seconds: list[float]  # cancels of runs whose replica was killed, paused ...
     problems: list[str]
     elapsed: float
 
@@ -108,7 +109,7 @@ class SdkVerdict:
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:.2f}s"
 
-        t, c = self.takeover_seconds, self.cancel_seconds
+        t, c, cc = self.takeover_seconds, self.cancel_seconds, self.cancel_chaos_seconds
         return (
             f"{label}: {'PASS' if self.ok else 'FAIL'} runs={self.runs} (rejected {self.rejected}) "
             f"kills={counts.get('kills', 0)} pauses={counts.get('pauses', 0)} "
@@ -116,7 +117,8 @@ class SdkVerdict:
             f"lost={self.lost} duplicated={self.duplicated} stuck={self.stuck} "
             f"wrong_status={self.wrong_status} interrupts={self.interrupts} unanswered={self.unanswered} "
             f"takeover p50={fmt(self.percentile(t, 50))} p99={fmt(self.percentile(t, 99))} (n={len(t)}) "
-            f"cancel p50={fmt(self.percentile(c, 50))} p99={fmt(self.percentile(c, 99))} (n={len(c)}) "
+            f"cancel p50={fmt(self.percentile(c, 50))} p99={fmt(self.percentile(c, 99))} (n={len(c)}; "
+            f"under chaos p99={fmt(self.percentile(cc, 99))} n={len(cc)}) "
             f"elapsed={self.elapsed:.0f}s"
         )
 
@@ -380,6 +382,7 @@ class SdkDriver:
         lost = duplicated = stuck = wrong = unanswered = interrupts = runs = rejected = 0
         problems: list[str] = list(self.errors)
         cancels: list[float] = []
+        cancels_chaos: list[float] = []
         takeovers: list[float] = []
         hits = [(e.time + offset, e.kind) for e in events if e.kind in ("kill", "pause", "term", "redis")]
         for tid, plans in self.plans.items():
@@ -448,14 +451,15 @@ class SdkDriver:
                         )
                 hit = any(plan.created <= t <= plan.ended and k != "redis" for t, k in hits)
                 if plan.run_id and (plan.cancelled_at or hit):
-                    await self._timings(plan, hits, takeovers, cancels)
+                    touched = any(plan.created <= t <= plan.ended for t, _ in hits)
+                    await self._timings(plan, hits, takeovers, cancels_chaos if touched else cancels)
             if done != expected:
                 extra = len(done) - len(set(done))
                 duplicated += max(0, extra)
                 problems.append(f"{tid}: done {done} is not the runs' entries in order {expected}")
         return SdkVerdict(
             runs, rejected, lost, duplicated, stuck, wrong, interrupts, unanswered, takeovers, cancels,
-            problems, (self.finished or time.monotonic()) - (self.started or time.monotonic()),
+            cancels_chaos, problems, (self.finished or time.monotonic()) - (self.started or time.monotonic()),
         )  # fmt: skip
 
     async def _timings(

