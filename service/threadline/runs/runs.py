@@ -252,9 +252,16 @@ class Runs:
                 status, thread_status, result = await self._cancelled(run, assistant, cancel.result())
             else:
                 status, thread_status, result = body.result()
-        except (_RunGone, _GiveUp):
-            # Deleted with its thread, or no longer ours: nothing to record here.
+        except _RunGone:  # deleted with its thread: nothing to record
             finish = False
+        except _GiveUp:
+            # Taken over, or fenced off the thread (paused, or a stalled event loop missed its
+            # lease renewals): nothing to record here. In the second case the heartbeat is still
+            # ours: let it lapse now, so a sweep takes the run over in <= 0.5 s instead of a TTL.
+            finish = False
+            if not heart.done():
+                with contextlib.suppress(Exception):
+                    await self.records.beat(run.thread_id, run.run_id, 0.001, executor)
         except asyncio.CancelledError:  # this process is stopping
             body.cancel()
             if self.records.shared:
