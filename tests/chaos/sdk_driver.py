@@ -155,6 +155,9 @@ class SdkDriver:
         self.plans: dict[str, list[Planned]] = {}
         self.errors: list[str] = []
         self._clients: dict[str, Any] = {}
+        # (seconds, thread, run) of every measured cancel: the slowest are printed, to look
+        # them up in the replicas' logs.
+        self.cancel_samples: list[tuple[float, str, str]] = []
         self._keys = iter(range(10**9))
 
     @property
@@ -475,6 +478,7 @@ class SdkDriver:
             stops = [_entry_ms(p.id) for p in parts if p.event == "error"]
             if stops and stops[0] is not None:
                 cancels.append(max(0.0, stops[0] - plan.cancelled_at))
+                self.cancel_samples.append((cancels[-1], plan.thread_id, plan.run_id or ""))
         taken = [
             (_entry_ms(p.id), p.data.get("attempt", 1))
             for p in parts

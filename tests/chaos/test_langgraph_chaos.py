@@ -81,7 +81,11 @@ async def test_runs_survive_chaos_through_the_sdk(cluster: LocalCluster) -> None
         await monkey.cancel()
     verdict = await driver.verdict(monkey.events)
     label = "langgraph-chaos-soak" if SOAK else "langgraph-chaos"
-    text = verdict.summary(label, monkey.counts)
+    slowest = sorted(driver.cancel_samples, reverse=True)[:3]
+    text = "\n".join(
+        [verdict.summary(label, monkey.counts)]
+        + [f"  slow cancel {s:.2f}s thread {t} run {r}" for s, t, r in slowest]
+    )
     print("\n" + text)
     if summary_file := os.environ.get("CHAOS_SUMMARY_FILE"):
         with Path(summary_file).open("a") as out:
