@@ -53,12 +53,6 @@ class Quotas(Protocol):
         """Count ``n`` more message bytes on the thread (and mark it active). Raises
         :class:`QuotaExceeded`, counting nothing."""
 
-    async def _mark_active(self, key: str, thread_id: str) -> None:
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
-            pipe.pexpire(key, self._ttl * 1000)
-            await pipe.execute()
-
     async def release_thread(self, principal: str, thread_id: str) -> None:
         """Forget a deleted thread."""
 
@@ -163,12 +157,6 @@ class LocalQuotas:
         if limit and total > limit:
             raise QuotaExceeded(THREAD_BYTES, limit)
         self._bytes[thread_id] = total
-
-    async def _mark_active(self, key: str, thread_id: str) -> None:
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {thread_id: self._now_ms()}, xx=True)
-            pipe.pexpire(key, self._ttl * 1000)
-            await pipe.execute()
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         self._threads.get(principal, set()).discard(thread_id)

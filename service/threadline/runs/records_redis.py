@@ -237,23 +237,21 @@ class RedisRecordStore:
         return _run(await self._client.hgetall(run_key(thread_id, run_id)))
 
     async def runs_of(self, thread_id: str) -> list[RunRecord]:
-        ids = [_text(r) for r in await self._client.zrevrange(runs_index_key(thread_id), 0, -1)]
-        if not ids:
-            return []
-        async with self._client.pipeline(transaction=False) as pipe:
-            for run_id in ids:
-                pipe.hgetall(run_key(thread_id, run_id))
-            rows = await pipe.execute()
-        return [run for row in rows if (run := _run(row)) is not None]
+        ids = await self._client.zrevrange(runs_index_key(thread_id), 0, -1)
+        return await self._runs_by_id(thread_id, ids)
 
     async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
         index = runs_index_key(thread_id)
-        ids = [_text(r) for r in await self._client.zrangebyscore(index, f"({_score(created_after)}", "+inf")]
+        ids = await self._client.zrangebyscore(index, f"({_score(created_after)}", "+inf")
+        return await self._runs_by_id(thread_id, ids)
+
+    async def _runs_by_id(self, thread_id: str, ids: list[bytes]) -> list[RunRecord]:
+        """The records of runs ``ids`` in one round trip, in that order (deleted ones left out)."""
         if not ids:
             return []
         async with self._client.pipeline(transaction=False) as pipe:
             for run_id in ids:
-                pipe.hgetall(run_key(thread_id, run_id))
+                pipe.hgetall(run_key(thread_id, _text(run_id)))
             rows = await pipe.execute()
         return [run for row in rows if (run := _run(row)) is not None]
 
