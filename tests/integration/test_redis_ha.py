@@ -400,3 +400,23 @@ def test_langgraph_api_runs_after_a_sentinel_failover(redis_sentinel, start_repl
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+async def test_a_connection_closed_under_a_write_is_a_connection_error(redis_server) -> None:
+    """The race of the cluster-failover chaos test, made deterministic: a task closes the
+    connection after ``send_packed_command`` saw it open and before its write ran. redis-py
+    8.1 raised ``AttributeError`` (a 500); :mod:`threadline.redis_client` makes it a
+    ``ConnectionError`` (retried, or a 503)."""
+    client = redis_client.async_client(redis_server.url())
+    try:
+        connection = await client.connection_pool.get_connection()
+        await connection.connect()
+        write = asyncio.create_task(connection.send_command("PING", check_health=False))
+        await asyncio.sleep(0)  # the write checked the connection and handed off to its task
+        await connection.disconnect(nowait=True)  # closes without yielding to the write
+        with pytest.raises(RedisConnectionError):
+            await write
+        await client.connection_pool.release(connection)
+        assert await client.ping()  # the pool reconnects
+    finally:
+        await client.aclose()
