@@ -40,6 +40,8 @@ from chaos.driver import Attempt, ChaosEvent, Endpoints, InFlight
 GRAPH = "steps"
 KINDS = ("background", "background", "stream", "stream", "ask", "double", "cancel")
 STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
+# The chaos events that may stop a run's executor (local processes, kind pods).
+CHAOS_KINDS = ("kill", "pause", "term", "redis", "pod_delete", "scale_down")
 # A cancel not answered within this went to a paused replica: sent again to another.
 CANCEL_TIMEOUT = 2.0
 
@@ -387,7 +389,7 @@ class SdkDriver:
         cancels: list[float] = []
         cancels_chaos: list[float] = []
         takeovers: list[float] = []
-        hits = [(e.time + offset, e.kind) for e in events if e.kind in ("kill", "pause", "term", "redis")]
+        hits = [(e.time + offset, e.kind) for e in events if e.kind in CHAOS_KINDS]
         for tid, plans in self.plans.items():
             state = await self.call(lambda c, t=tid: c.threads.get_state(t), "state")
             values = state["values"] or {}
