@@ -56,7 +56,7 @@ image:  ## build the service image (docker when present, else podman)
 image-test: install  ## build the image and smoke-test it (readyz, uid 10001, two turns)
 	scripts/image-test.sh
 
-chaos: install  ## long local chaos soak: /v1 (≥ 2000 turns) and the LangGraph API through the SDK (≥ 2000 runs), ≥ 30 SIGKILLs each
+chaos: install  ## long local chaos soaks: /v1 (≥ 2000 turns) and the LangGraph API via langgraph-sdk (≥ 2000 runs), ≥ 30 SIGKILLs each
 	CHAOS_SOAK=1 $(PY) -m pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
 kind-test: install  ## kind cluster e2e: chart install, pod kills, continuity verdict

@@ -9,7 +9,8 @@
 # Traffic: http://127.0.0.1:30080 (the Service's NodePort, mapped by the kind config), with the
 # header `X-API-Key: $(cat .cache/kind-api-key)`. The e2e suite (tests/e2e) creates the cluster
 # itself through pytest-kubernetes and runs only the `install` step of this script, handing it
-# KUBECONFIG and API_KEYS. scripts/kind-down.sh deletes the cluster.
+# KUBECONFIG and API_KEYS, and EXTRA_VALUES (a values file applied after kind-values.yaml; the
+# suite's graphs for its LangGraph-API mode). scripts/kind-down.sh deletes the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,11 +52,13 @@ install() {
     [ -s "$KEY_FILE" ] || python3 -c 'import secrets; print(secrets.token_urlsafe(24))' >"$KEY_FILE"
     api_keys="kind:$(tr -d '\n' <"$KEY_FILE" | sha256sum | cut -d' ' -f1)"
   fi
+  local extra=()
+  [ -z "${EXTRA_VALUES:-}" ] || extra=(-f "$EXTRA_VALUES")
   local context=()
   [ -n "${KUBECONFIG:-}" ] || context=(--kube-context "kind-$CLUSTER")
   helm upgrade --install "$RELEASE" charts/threadline \
     "${context[@]}" --namespace "$NAMESPACE" \
-    -f charts/threadline/ci/kind-values.yaml \
+    -f charts/threadline/ci/kind-values.yaml "${extra[@]}" \
     --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" \
     --set-string secret.apiKeys="$api_keys" \
     --wait --timeout 10m

@@ -468,6 +468,9 @@ class ServiceProcess:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),
+            # The tree under test when the interpreter is another checkout's venv
+            # (PYTHONPATH=<tree>/service): the replicas run the same code as the tests.
+            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
             "REPLICA_NAME": self.name,
             "LOG_LEVEL": "INFO",
             **self.env,

@@ -94,3 +94,7 @@ RUNS = Counter(
     "LangGraph API runs ended, by final status (success, error, interrupted).",
     ["status"],
 )
+RUN_TAKEOVERS = Counter(
+    "threadline_run_takeovers_total",
+    "LangGraph API runs this replica took over from an executor that stopped (ADR 0010).",
+)

@@ -63,6 +63,7 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ReadOnlyError,
 )
 
+
 def _closed_under_the_write_is_a_connection_error() -> None:
     """Make a write on a connection another task just closed a ``ConnectionError``.
 

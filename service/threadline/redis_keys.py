@@ -27,6 +27,8 @@ key                 type    holds
 ``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor polls for it)
 ``tl:{T}:run:R:hb`` STRING  heartbeat of run ``R``'s executor, PEXPIREd (absent: it died)
 ``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
+``tl:runs:active``  ZSET    ``<T> <R>`` of every pending or running API run, by creation (µs):
+                            what each replica's orphan sweep reads (ADR 0010)
 ==================  ======  ==============================================================
 """
 
@@ -101,6 +103,11 @@ def run_cancel_key(thread_id: str, run_id: str) -> str:
 def run_heartbeat_key(thread_id: str, run_id: str) -> str:
     """Present while the executor of run ``run_id`` lives (renewed with a short TTL)."""
     return f"{run_key(thread_id, run_id)}:hb"
+
+
+def active_runs_key() -> str:
+    """Every pending or running LangGraph API run of the deployment (``"<thread> <run>"``)."""
+    return f"{PREFIX}:runs:active"
 
 
 def owner_threads_key(principal_digest: str) -> str:

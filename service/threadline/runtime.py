@@ -86,6 +86,7 @@ class Runtime:
                 timeout_seconds=self.settings.turn.timeout_seconds,
             )
             stack.push_async_callback(self.runs.aclose)
+            self.runs.start_sweep()
             # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
             chat = (
                 graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)

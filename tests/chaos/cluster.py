@@ -133,10 +133,16 @@ class LocalCluster:
         self.retired: list[ProcessReplica] = []
         self.endpoints = Endpoints([])
         self._names = itertools.count(1)
+        self._ports: set[int] = set()
         self._kind = ImageReplica if os.environ.get("CHAOS_FROM_IMAGE") == "1" else ProcessReplica
 
     def _new(self) -> ProcessReplica:
         replica = self._kind(self.env, name=f"r{next(self._names)}", log_dir=self.log_dir)
+        # free_port() says "free now": two replacements started at once (two kills in a row)
+        # could both get a port neither has bound yet. Never hand out a port twice.
+        while replica.port in self._ports:
+            replica.port = free_port()
+        self._ports.add(replica.port)
         return replica
 
     def start(self) -> LocalCluster:

@@ -9,6 +9,12 @@ force-deletes random pods (``--grace-period=0 --force``) and a scaler shrinks th
 (or the HPA's bounds) and grows it back. Same verdict and figures as the local chaos test; on
 failure the pods' logs (current and previous) and the events are saved and their path printed.
 
+The LangGraph-API mode (issue 11) runs the local SDK chaos driver (``tests/chaos/sdk_driver.py``)
+against the same release: the ``steps`` test graph is mounted through the chart's
+``graphs.langgraphJson`` and ``graphs.files`` (a values file handed to ``kind-up.sh`` as
+``EXTRA_VALUES``), and background, streamed, interrupted, double-texted and cancelled runs go on
+while pods are force-deleted and the Deployment shrinks. Same verdict as the local SDK test.
+
 Skips, with the reason, where Docker, kind, kubectl or helm is missing.
 """
 
@@ -33,6 +39,7 @@ import pytest
 import yaml
 
 from chaos.driver import ChaosEvent, Driver, DriverConfig, Endpoints
+from chaos.sdk_driver import SdkConfig, SdkDriver
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +57,9 @@ REPLICAS = 3
 CONVERSATIONS = int(os.environ.get("E2E_CONVERSATIONS", "8"))
 TURNS = int(os.environ.get("E2E_TURNS", "30"))
 POD_DELETES = int(os.environ.get("E2E_POD_DELETES", "5"))
+SDK_THREADS = int(os.environ.get("E2E_SDK_THREADS", "6"))
+SDK_PLANS = int(os.environ.get("E2E_SDK_PLANS", "20"))
+STEPS_GRAPH = ROOT / "tests" / "integration" / "graphs" / "steps.py"
 
 
 def unavailable() -> str | None:
@@ -103,6 +113,18 @@ def api_key(cluster: Any) -> str:
         )
     cluster.load_image(IMAGE)
     key = secrets.token_urlsafe(24)
+    # The SDK mode's graph, mounted from a ConfigMap beside the built-in chat graph.
+    graphs = Path(tempfile.mkdtemp(prefix="threadline-kind-values-")) / "graphs.yaml"
+    graphs.write_text(
+        yaml.safe_dump(
+            {
+                "graphs": {
+                    "langgraphJson": {"graphs": {"steps": "./steps.py:graph"}},
+                    "files": {"steps.py": STEPS_GRAPH.read_text()},
+                }
+            }
+        )
+    )
     env = {
         **os.environ,
         "KUBECONFIG": str(cluster.kubeconfig),
@@ -111,6 +133,7 @@ def api_key(cluster: Any) -> str:
         "RELEASE": RELEASE,
         "NAMESPACE": NAMESPACE,
         "API_KEYS": f"chaos:{hashlib.sha256(key.encode()).hexdigest()}",
+        "EXTRA_VALUES": str(graphs),
     }
     try:
         subprocess.run([str(ROOT / "scripts/kind-up.sh"), "install"], env=env, check=True, timeout=900)
@@ -156,7 +179,7 @@ def ready_pods(cluster: Any) -> list[str]:
 class Chaos:
     """Force-deletes random ready pods; shrinks and regrows the Deployment (or HPA bounds)."""
 
-    def __init__(self, cluster: Any, driver: Driver, seed: int | None = None) -> None:
+    def __init__(self, cluster: Any, driver: Driver | SdkDriver, seed: int | None = None) -> None:
         self.cluster = cluster
         self.driver = driver
         self.rng = random.Random(seed)
@@ -272,6 +295,43 @@ async def test_force_deleted_pods_keep_every_conversation(cluster: Any, api_key:
     ok = (
         verdict.ok
         and verdict.server_errors == 0
+        and chaos.counts["pod_deletes"] >= POD_DELETES
+        and chaos.counts["scale_downs"] >= 1
+        and not chaos.errors
+    )
+    if not ok:
+        where = await asyncio.to_thread(collect_diagnostics, cluster)
+        pytest.fail(
+            "\n".join([summary, f"pod logs and events: {where}", *chaos.errors, *verdict.problems[:40]])
+        )
+
+
+@pytest.mark.timeout(3600)
+async def test_force_deleted_pods_keep_every_run_through_the_sdk(cluster: Any, api_key: str) -> None:
+    """Issue 11's chaos through the SDK, on the chart: every accepted run ends once with the
+    status its strategy demands, no step lost or run twice, every interrupt answered."""
+    await asyncio.to_thread(wait_for, lambda: len(ready_pods(cluster)) >= REPLICAS, 300, "replicas back")
+    config = SdkConfig(threads=SDK_THREADS, runs=SDK_PLANS, api_key=api_key)
+    driver = SdkDriver(Endpoints([URL]), config, log=print)
+    chaos = Chaos(cluster, driver)
+    tasks = [
+        asyncio.create_task(chaos.killer(POD_DELETES, interval=6.0)),
+        asyncio.create_task(chaos.scaler()),
+    ]
+    try:
+        await driver.run()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=120)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+    verdict = await driver.verdict(chaos.events)
+    summary = verdict.summary("kind-sdk", chaos.counts)
+    print("\n" + summary)
+    ok = (
+        verdict.ok
+        and not driver.errors
+        and verdict.interrupts > 0
         and chaos.counts["pod_deletes"] >= POD_DELETES
         and chaos.counts["scale_downs"] >= 1
         and not chaos.errors

@@ -60,7 +60,7 @@ def pair(redis_server, tmp_path_factory) -> Iterator[Pair]:
 async def test_assistants_are_the_graphs_by_graph_id_and_uuid(pair: Pair) -> None:
     client = pair.client()
     found = await client.assistants.search()
-    assert {a["graph_id"] for a in found} == {"chat", "refunds", "nested"}
+    assert {a["graph_id"] for a in found} == {"chat", "refunds", "nested", "steps", "tools"}
     by_uuid = await client.assistants.get(assistant_id_of("refunds"))
     by_graph_id = await pair.client("b").assistants.get("refunds")
     assert by_uuid == by_graph_id and by_uuid["assistant_id"] == assistant_id_of("refunds")
@@ -470,7 +470,6 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(pair: Pair) -> None:
             "multitask_strategy",
         ),
         ("POST", f"/threads/{tid}/runs", {**run_body, "interrupt_before": ["nope"]}, 422, "interrupt_before"),
-        ("POST", f"/threads/{tid}/runs", {**run_body, "multitask_strategy": "rollback"}, 422, "rollback"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "checkpoint_id": str(uuid.uuid4())}, 404, "checkpoint"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "webhook": "http://example.com/hook"}, 422, "webhook"),
         ("POST", f"/threads/{tid}/runs", {**run_body, "metadata": "not an object"}, 422, "metadata"),
@@ -511,28 +510,6 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(pair: Pair) -> None:
         await api.runs.create(tid, "refunds", input={"request": "q"}, stream_mode="nope")  # type: ignore[arg-type]
     after = (await api.threads.get_state(tid), await api.runs.list(tid), await api.threads.count())
     assert after == before
-
-
-async def test_a_run_whose_replica_dies_ends_as_error_and_frees_its_thread(
-    redis_server, start_replica
-) -> None:
-    env = redis_env(redis_server, **{**ENV, "TURN_LEASE_SECONDS": "1", "MODEL_TOKEN_DELAY_MS": "300"})
-    doomed, survivor = start_replica(env, "doomed"), start_replica(env, "survivor")
-    a = get_client(url=doomed.url, api_key=API_KEY)
-    b = get_client(url=survivor.url, api_key=API_KEY)
-    thread = await a.threads.create()
-    tid = thread["thread_id"]
-    run = await a.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
-    queued = await b.runs.create(tid, "chat", input={"messages": [{"role": "user", "content": "next"}]})
-    await asyncio.sleep(0.5)
-    doomed.kill()  # SIGKILL mid-run: no chance to record anything
-    result = await b.runs.join(tid, run["run_id"])
-    assert result["__error__"]["error"] == "ReplicaLost"
-    assert (await b.runs.get(tid, run["run_id"]))["status"] == "error"
-    # The run queued behind it on the survivor runs: the thread is not stuck busy.
-    after = await b.runs.join(tid, queued["run_id"])
-    assert after["messages"][-1]["content"].endswith("you said: next")
-    assert (await b.threads.get(tid))["status"] == "idle"
 
 
 async def test_subgraphs_context_breakpoints_and_a_fork_from_a_checkpoint(pair: Pair) -> None:

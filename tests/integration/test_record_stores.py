@@ -12,6 +12,7 @@ import pytest
 from threadline.redis_client import async_client
 from threadline.runs.records import (
     END_EVENT,
+    CancelRequested,
     LocalRecordStore,
     RecordStore,
     RunRecord,
@@ -129,8 +130,98 @@ async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
     waiter = asyncio.create_task(store.wait_cancel(t.thread_id, run.run_id))
     await asyncio.sleep(0.1)
     assert not waiter.done()
-    await store.request_cancel(t.thread_id, run.run_id)
-    await asyncio.wait_for(waiter, 2)
+    await store.request_cancel(t.thread_id, run.run_id, "rollback")
+    assert await asyncio.wait_for(waiter, 2) == "rollback"
+    await store.request_cancel(t.thread_id, run.run_id, "interrupt")  # the first one counts
+    assert await store.wait_cancel(t.thread_id, run.run_id) == "rollback"
+
+
+async def test_an_accepted_cancel_wins_over_the_runs_own_end(store: RecordStore) -> None:
+    """A cancel and the run's end race: whichever the store takes first decides. A run that
+    ends on its own after a cancel was accepted is not recorded as ended (its executor
+    cancels it); a cancel that comes after the end is refused and stores nothing."""
+    t = thread()
+    await store.create_thread(t)
+    cancelled, finished = run_on(t.thread_id), run_on(t.thread_id)
+    for run in (cancelled, finished):
+        await store.create_run(run, reject_if_busy=False)
+    assert await store.request_cancel(t.thread_id, cancelled.run_id, "rollback")
+    with pytest.raises(CancelRequested) as request:
+        await store.finish_run(t.thread_id, cancelled.run_id, "success", "idle", b"{}", unless_cancelled=True)
+    assert request.value.action == "rollback"
+    assert (await store.get_run(t.thread_id, cancelled.run_id)).status == "pending"
+    assert await store.finish_run(t.thread_id, cancelled.run_id, "interrupted", "idle", b"{}")
+
+    assert await store.finish_run(
+        t.thread_id, finished.run_id, "success", "idle", b"{}", unless_cancelled=True
+    )
+    assert not await store.request_cancel(t.thread_id, finished.run_id, "interrupt")
+    assert not await store.request_cancel(t.thread_id, "no-such-run", "interrupt")
+    waiter = asyncio.create_task(store.wait_cancel(t.thread_id, finished.run_id))
+    await asyncio.sleep(0.3)
+    assert not waiter.done()  # the refused cancel stored nothing
+    waiter.cancel()
+
+
+async def test_a_run_ends_once(store: RecordStore) -> None:
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await store.create_run(run, reject_if_busy=False)
+    assert await store.finish_run(t.thread_id, run.run_id, "success", "idle", b'{"n":1}')
+    assert not await store.finish_run(t.thread_id, run.run_id, "error", "error", b'{"n":2}')
+    got = await store.get_run(t.thread_id, run.run_id)
+    assert got is not None and got.status == "success"
+    assert await store.result(t.thread_id, run.run_id, 0) == b'{"n":1}'
+    assert (await store.get_thread(t.thread_id)).status == "idle"
+
+
+async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_longer_end_the_run(
+    redis_server,
+) -> None:
+    client = async_client(redis_server.url(7))
+    await client.flushdb()
+    store = RedisRecordStore(client, ttl_seconds=60)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    assert await store.beat(t.thread_id, run.run_id, 0.2, "old")
+    await store.create_run(run, reject_if_busy=False)
+    assert (t.thread_id, run.run_id) in await store.active_runs()
+    assert await store.claim(t.thread_id, run.run_id, 5, "new") == 0  # alive: not an orphan
+    await asyncio.sleep(0.3)
+    assert not await store.alive(t.thread_id, run.run_id)
+    claims = await asyncio.gather(*(store.claim(t.thread_id, run.run_id, 5, f"new{i}") for i in range(5)))
+    assert sorted(claims) == [0, 0, 0, 0, 2]  # exactly one claim wins: the run's second attempt
+    winner = f"new{claims.index(2)}"
+    # The old executor wakes up (a paused replica): it neither renews nor ends the run.
+    assert not await store.beat(t.thread_id, run.run_id, 5, "old")
+    assert not await store.finish_run(t.thread_id, run.run_id, "error", "error", b"{}", "old")
+    assert await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}", winner)
+    assert await store.claim(t.thread_id, run.run_id, 5, "late") == 0  # ended: nothing to claim
+    await store.forget_active(t.thread_id, run.run_id)
+    assert await store.active_runs() == []
+    await client.aclose()
+
+
+async def test_the_heartbeat_set_with_a_run_names_its_executor(redis_server) -> None:
+    """create_run sets the heartbeat in the same step as the run (one round trip): it must name
+    the executor, so another executor can neither renew it, claim the run, nor end it."""
+    client = async_client(redis_server.url(8))
+    await client.flushdb()
+    store = RedisRecordStore(client, ttl_seconds=60)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    assert await store.create_run(run, reject_if_busy=False, alive_seconds=5, executor="mine")
+    assert (t.thread_id, run.run_id) in await store.active_runs()
+    assert await store.alive(t.thread_id, run.run_id)
+    assert not await store.beat(t.thread_id, run.run_id, 5, "other")
+    assert await store.claim(t.thread_id, run.run_id, 5, "other") == 0
+    assert not await store.finish_run(t.thread_id, run.run_id, "error", "error", b"{}", "other")
+    assert await store.beat(t.thread_id, run.run_id, 5, "mine")
+    assert await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}", "mine")
+    await client.aclose()
 
 
 async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server) -> None:

@@ -21,10 +21,12 @@ from threadline.runs.threads import Threads
 pytestmark = pytest.mark.unit
 
 
-def layer(token_delay_ms: float = 0, timeout: float | None = None) -> Runs:
+def layer(
+    token_delay_ms: float = 0, timeout: float | None = None, records: LocalRecordStore | None = None
+) -> Runs:
     graph = build_graph(BuiltinChatModel(token_delay_ms=token_delay_ms), InMemorySaver())
     assistants = Assistants({"chat": graph})
-    records, lease = LocalRecordStore(), LocalTurnLease(wait_seconds=5)
+    records, lease = records or LocalRecordStore(), LocalTurnLease(wait_seconds=5)
     threads = Threads(records, assistants, lease, graph.checkpointer)
     return Runs(threads, assistants, records, lease, timeout_seconds=timeout)
 
@@ -70,3 +72,29 @@ async def test_reject_while_busy_and_resume_without_an_interrupt_are_conflicts()
         await runs.create("alice", tid, {"assistant_id": "chat", "command": {"resume": "x"}})
     await asyncio.sleep(0)
     assert [r.status for r in await runs.list("alice", tid)] == ["success"]
+
+
+class _UnpolledCancels(LocalRecordStore):
+    """Records whose executor never gets round to looking for a cancel: the window in which
+    Redis's executor polls (every 0.2 s), stretched over the whole run."""
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_run_that_ends_after_its_cancel_was_accepted_is_cancelled() -> None:
+    runs = layer(token_delay_ms=20, records=_UnpolledCancels())
+    tid = (await runs.threads.create("alice"))["thread_id"]
+    run = await runs.create("alice", tid, say("hi", stream_mode=["messages-tuple"]))
+    while (await runs.get("alice", tid, run.run_id)).status != "running":
+        await asyncio.sleep(0.01)
+    await runs.cancel("alice", tid, run.run_id, "interrupt")
+    result = orjson.loads(await runs.join("alice", tid, run.run_id))  # ran to its end
+    assert result["__error__"]["error"] == "UserInterrupt"
+    assert (await runs.get("alice", tid, run.run_id)).status == "interrupted"
+    # A cancel after the end is refused: the run stays as it ended.
+    done = await runs.create("alice", tid, say("again"))
+    await runs.join("alice", tid, done.run_id)
+    await runs.cancel("alice", tid, done.run_id, "interrupt")
+    assert (await runs.get("alice", tid, done.run_id)).status == "success"

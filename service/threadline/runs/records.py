@@ -69,12 +69,23 @@ class RunEvent:
     data: bytes  # JSON
 
 
+class CancelRequested(Exception):
+    """A run's executor tried to record the end of a run that a cancel was accepted for."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(action)
+        self.action = action
+
+
 class RunRejected(Exception):
     """``multitask_strategy=reject`` and the thread has a pending or running run."""
 
 
 class RecordStore(Protocol):
     """Where thread records, run records and run events live (see the module docstring)."""
+
+    #: Whether other replicas see these records (and so can take over a run of this one).
+    shared: bool
 
     async def create_thread(self, record: ThreadRecord) -> bool:
         """Store ``record`` unless the thread exists; True if stored."""
@@ -95,10 +106,15 @@ class RecordStore(Protocol):
         ...
 
     async def create_run(
-        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
     ) -> bool:
         """Store the run as pending, queue it on its thread and mark the thread busy; with
-        ``alive_seconds``, its executor is alive (:meth:`beat`) for that long, in the same step.
+        ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
+        the same step (the run is also in :meth:`active_runs` from then on).
 
         Returns:
             Whether the run heads the thread's queue (its turn has come).
@@ -135,10 +151,26 @@ class RecordStore(Protocol):
         ...
 
     async def finish_run(
-        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
-    ) -> None:
+        self,
+        thread_id: str,
+        run_id: str,
+        status: str,
+        thread_status: str,
+        result: bytes,
+        executor: str | None = None,
+        unless_cancelled: bool = False,
+    ) -> bool:
         """Record the run's final status, take it off the queue, set the thread's status (if no
-        other run is queued) and append :data:`END_EVENT` with ``result``, in that order."""
+        other run is queued) and append :data:`END_EVENT` with ``result``, in that order.
+
+        Only once: an ended run is left as it is. With ``executor``, only while the run's
+        heartbeat is that executor's (or gone): an executor whose run was taken over by another
+        replica cannot end it. Returns whether it ended the run.
+
+        Raises:
+            CancelRequested: ``unless_cancelled`` and a cancel was accepted for the run (nothing
+                is recorded): a run that ends on its own as a cancel comes in is cancelled.
+        """
         ...
 
     async def delete_run(self, thread_id: str, run_id: str) -> None: ...
@@ -157,14 +189,34 @@ class RecordStore(Protocol):
         """The run's result once it ended (None if it did not within ``wait_seconds``)."""
         ...
 
-    async def request_cancel(self, thread_id: str, run_id: str) -> None: ...
-
-    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
-        """Return once a cancel was requested for the run (runs until then)."""
+    async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
+        """Ask the run's executor to stop; ``action`` is ``interrupt`` or ``rollback``. Only
+        while the run is active, atomically with its :meth:`finish_run`: returns False (and
+        stores nothing) if it ended first."""
         ...
 
-    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
-        """The run's executor is alive for the next ``ttl_seconds``."""
+    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
+        """Return the first cancel action requested for the run, once there is one."""
+        ...
+
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
+        """The run's executor ``executor`` is alive for the next ``ttl_seconds``. False (and
+        nothing renewed) when another executor holds the run's heartbeat: it was taken over."""
+        ...
+
+    async def claim(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str) -> int:
+        """Take over a run whose heartbeat lapsed (its executor died): the heartbeat becomes
+        ``executor``'s. Returns the run's attempt number (2 for the first takeover), 0 when
+        the heartbeat is alive (someone else runs it or claimed it first)."""
+        ...
+
+    async def active_runs(self) -> list[tuple[str, str]]:
+        """``(thread_id, run_id)`` of every run that may be pending or running (a superset:
+        ended ones are dropped by :meth:`forget_active`)."""
+        ...
+
+    async def forget_active(self, thread_id: str, run_id: str) -> None:
+        """Drop an ended or deleted run from :meth:`active_runs`."""
         ...
 
     async def alive(self, thread_id: str, run_id: str) -> bool:
@@ -177,6 +229,8 @@ class RecordStore(Protocol):
 class LocalRecordStore:
     """Records in this process's memory (single-process backends; see the module docstring)."""
 
+    shared = False
+
     def __init__(self) -> None:
         self._threads: dict[str, ThreadRecord] = {}
         self._runs: dict[str, dict[str, RunRecord]] = {}  # thread → run id → run, in order
@@ -184,6 +238,7 @@ class LocalRecordStore:
         self._events: dict[str, list[RunEvent]] = {}
         self._changed: dict[str, asyncio.Condition] = {}
         self._cancels: dict[str, asyncio.Event] = {}
+        self._cancel_actions: dict[str, str] = {}
 
     async def ping(self) -> None:
         return None
@@ -209,13 +264,18 @@ class LocalRecordStore:
             self._events.pop(run_id, None)
             self._changed.pop(run_id, None)
             self._cancels.pop(run_id, None)
+            self._cancel_actions.pop(run_id, None)
 
     async def threads_of(self, owner: str) -> list[ThreadRecord]:
         mine = [replace(t, metadata=dict(t.metadata)) for t in self._threads.values() if t.owner == owner]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)
 
     async def create_run(
-        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
     ) -> bool:
         thread = self._threads.get(run.thread_id)
         if thread is None:
@@ -254,10 +314,20 @@ class LocalRecordStore:
         return await self.append_event(thread_id, run_id, *event) if event is not None else None
 
     async def finish_run(
-        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
-    ) -> None:
-        if run_id not in self._runs.get(thread_id, {}):
-            return  # deleted with its thread: left deleted
+        self,
+        thread_id: str,
+        run_id: str,
+        status: str,
+        thread_status: str,
+        result: bytes,
+        executor: str | None = None,
+        unless_cancelled: bool = False,
+    ) -> bool:
+        run = self._runs.get(thread_id, {}).get(run_id)
+        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+            return False  # deleted with its thread, or already ended: left as it is
+        if unless_cancelled and run_id in self._cancel_actions:
+            raise CancelRequested(self._cancel_actions[run_id])
         await self.set_run_status(thread_id, run_id, status)
         queue = self._queues.get(thread_id, [])
         with contextlib.suppress(ValueError):
@@ -265,6 +335,7 @@ class LocalRecordStore:
         if not queue:
             await self.update_thread(thread_id, status=thread_status)
         await self.append_event(thread_id, run_id, END_EVENT, result)
+        return True
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
         self._runs.get(thread_id, {}).pop(run_id, None)
@@ -297,7 +368,16 @@ class LocalRecordStore:
             events = self._events.get(run_id, [])
         return events[start:]
 
-    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
+        return True
+
+    async def claim(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str) -> int:
+        return 0  # one process: no executor dies without the records
+
+    async def active_runs(self) -> list[tuple[str, str]]:
+        return []
+
+    async def forget_active(self, thread_id: str, run_id: str) -> None:
         return None
 
     async def alive(self, thread_id: str, run_id: str) -> bool:
@@ -317,11 +397,17 @@ class LocalRecordStore:
         found = end()
         return found.data if found else None
 
-    async def request_cancel(self, thread_id: str, run_id: str) -> None:
+    async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
+        run = self._runs.get(thread_id, {}).get(run_id)
+        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+            return False
+        self._cancel_actions.setdefault(run_id, action)
         self._cancels.setdefault(run_id, asyncio.Event()).set()
+        return True
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
         await self._cancels.setdefault(run_id, asyncio.Event()).wait()
+        return self._cancel_actions.get(run_id, "interrupt")
 
 
 def _local_index(after: str | None) -> int:

@@ -18,6 +18,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from threadline.redis_keys import (
+    active_runs_key,
     owner_threads_key,
     run_cancel_key,
     run_end_key,
@@ -28,7 +29,15 @@ from threadline.redis_keys import (
     runs_index_key,
     thread_record_key,
 )
-from threadline.runs.records import END_EVENT, RunEvent, RunRecord, RunRejected, ThreadRecord, now_iso
+from threadline.runs.records import (
+    END_EVENT,
+    CancelRequested,
+    RunEvent,
+    RunRecord,
+    RunRejected,
+    ThreadRecord,
+    now_iso,
+)
 
 # Blocking reads stay under the client's 5 s command timeout (threadline.redis_client).
 MAX_BLOCK_SECONDS = 4.0
@@ -57,6 +66,8 @@ class RedisRecordStore:
         ttl_seconds: TTL of every key, refreshed on each write (the checkpoint TTL).
     """
 
+    shared = True
+
     # KEYS[1] thread; ARGV[1] ttl, ARGV[2..] field/value pairs. Returns 1 if created, 0 if the
     # thread exists.
     CREATE_THREAD = """
@@ -75,31 +86,45 @@ class RedisRecordStore:
     """
     # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat;
     # ARGV[1] reject (1/0), ARGV[2] run id, ARGV[3] created ms, ARGV[4] ttl, ARGV[5] now,
-    # ARGV[6] heartbeat ms (0: none), ARGV[7..] run fields. Returns 2 queued at the head of the
-    # queue (its turn now), 1 queued behind another run, 0 rejected (thread has an active
-    # run), -1 no such thread. The heartbeat is set with the run: nobody may take it for an
-    # orphan before its executor starts, and one round trip does both.
+    # ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as in BEAT),
+    # ARGV[8..] run fields. Returns 2 queued at the head of the queue (its turn now), 1 queued
+    # behind another run, 0 rejected (thread has an active run), -1 no such thread. The
+    # heartbeat is set with the run, naming its executor: nobody may take it for an orphan
+    # before its executor starts, and one round trip does both.
     CREATE_RUN = """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
     if ARGV[1] == '1' and redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 7))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 8))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
     for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
-    if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], 1, 'PX', ARGV[6]) end
+    if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[6]) end
     if redis.call('ZCARD', KEYS[3]) == 1 then return 2 end
     return 1
     """
-    # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end;
-    # ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl,
-    # ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of the events from now on.
-    # The status is written before the end event: a client that sees the end and then reads
-    # the run sees it finished. A deleted run is left deleted (returns 0).
+    # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end,
+    # KEYS[6] heartbeat, KEYS[7] cancel requests; ARGV[1] run id, ARGV[2] run status,
+    # ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7] end event name,
+    # ARGV[8] TTL of the events from now on, ARGV[9] executor ('' : any), ARGV[10] '1': not if
+    # a cancel was requested. The status is written before the end event: a client that sees
+    # the end and then reads the run sees it finished. A deleted or ended run is left as it is,
+    # and so is a run another executor took over (returns 0); with ARGV[10], a run a cancel was
+    # requested for (returns the cancel's action).
     FINISH_RUN = """
+    local st = redis.call('HGET', KEYS[3], 'status')
+    if not st or (st ~= 'pending' and st ~= 'running') then
+      if not st then redis.call('ZREM', KEYS[2], ARGV[1]) end
+      return 0
+    end
+    local hb = redis.call('GET', KEYS[6])
+    if ARGV[9] ~= '' and hb and hb ~= ARGV[9] then return 0 end
+    if ARGV[10] == '1' then
+      local action = redis.call('LINDEX', KEYS[7], 0)
+      if action then return action end
+    end
     redis.call('ZREM', KEYS[2], ARGV[1])
-    if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
     redis.call('HSET', KEYS[3], 'status', ARGV[2], 'updated_at', ARGV[4])
     if redis.call('EXISTS', KEYS[1]) == 1 then
       if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('HSET', KEYS[1], 'status', ARGV[3]) end
@@ -112,6 +137,16 @@ class RedisRecordStore:
     return 1
     """
 
+    # KEYS[1] run, KEYS[2] cancel requests; ARGV[1] action, ARGV[2] ttl. Only while the run is
+    # active: a cancel either comes before the run's end (which FINISH_RUN then refuses) or is
+    # refused itself (returns 0). Returns 1 if requested.
+    REQUEST_CANCEL = """
+    local st = redis.call('HGET', KEYS[1], 'status')
+    if st ~= 'pending' and st ~= 'running' then return 0 end
+    redis.call('RPUSH', KEYS[2], ARGV[1])
+    redis.call('EXPIRE', KEYS[2], ARGV[2])
+    return 1
+    """
     # KEYS[1] run, KEYS[2] events; ARGV[1] status, ARGV[2] now, ARGV[3] ttl, ARGV[4] event name
     # ('' for none), ARGV[5] event data. Only an existing run (a run deleted with its thread
     # must not come back). Returns the event's id, '' without an event, false if no such run.
@@ -125,6 +160,23 @@ class RedisRecordStore:
     return id
     """
 
+    # KEYS[1] heartbeat; ARGV[1] executor, ARGV[2] ttl ms. Renews (or sets, if it lapsed) the
+    # heartbeat unless another executor holds it. Returns 1 if it is this executor's.
+    BEAT = """
+    local hb = redis.call('GET', KEYS[1])
+    if hb and hb ~= ARGV[1] then return 0 end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 1
+    """
+    # KEYS[1] heartbeat, KEYS[2] run; ARGV[1] executor, ARGV[2] ttl ms. Takes over a run whose
+    # heartbeat lapsed. Returns its attempt number (>= 2), 0 if alive or no longer active.
+    CLAIM = """
+    local st = redis.call('HGET', KEYS[2], 'status')
+    if st ~= 'pending' and st ~= 'running' then return 0 end
+    if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+    return redis.call('HINCRBY', KEYS[2], 'attempt', 1) + 1
+    """
+
     def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
         self._client = client
         self._ttl = ttl_seconds
@@ -132,7 +184,10 @@ class RedisRecordStore:
         self._update_thread = client.register_script(self.UPDATE_THREAD)
         self._create_run = client.register_script(self.CREATE_RUN)
         self._finish_run = client.register_script(self.FINISH_RUN)
+        self._request_cancel = client.register_script(self.REQUEST_CANCEL)
         self._set_run_status = client.register_script(self.SET_RUN_STATUS)
+        self._beat = client.register_script(self.BEAT)
+        self._claim = client.register_script(self.CLAIM)
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -206,8 +261,16 @@ class RedisRecordStore:
     # -- runs --
 
     async def create_run(
-        self, run: RunRecord, reject_if_busy: bool, alive_seconds: float | None = None
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
     ) -> bool:
+        # Indexed before it is queued (a crash in between leaves an index entry the sweep
+        # drops, never a queued run no sweep can find). The index is one global key, outside
+        # the thread's hash tag, so it cannot go in the script (Redis Cluster).
+        await self._client.zadd(active_runs_key(), {f"{run.thread_id} {run.run_id}": _score(run.created_at)})
         keys = [
             thread_record_key(run.thread_id),
             runs_index_key(run.thread_id),
@@ -224,6 +287,7 @@ class RedisRecordStore:
                 self._ttl,
                 run.created_at,
                 int(alive_seconds * 1000) if alive_seconds else 0,
+                executor,
                 *_run_fields(run),
             ],
         )
@@ -272,16 +336,25 @@ class RedisRecordStore:
         return _text(entry) or None
 
     async def finish_run(
-        self, thread_id: str, run_id: str, status: str, thread_status: str, result: bytes
-    ) -> None:
+        self,
+        thread_id: str,
+        run_id: str,
+        status: str,
+        thread_status: str,
+        result: bytes,
+        executor: str | None = None,
+        unless_cancelled: bool = False,
+    ) -> bool:
         keys = [
             thread_record_key(thread_id),
             run_queue_key(thread_id),
             run_key(thread_id, run_id),
             run_events_key(thread_id, run_id),
             run_end_key(thread_id, run_id),
+            run_heartbeat_key(thread_id, run_id),
+            run_cancel_key(thread_id, run_id),
         ]
-        await self._finish_run(
+        finished = await self._finish_run(
             keys=keys,
             args=[
                 run_id,
@@ -292,8 +365,13 @@ class RedisRecordStore:
                 result,
                 END_EVENT,
                 min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
+                executor or "",
+                "1" if unless_cancelled else "0",
             ],
         )
+        if isinstance(finished, bytes):
+            raise CancelRequested(_cancel_action(finished))
+        return bool(finished)
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
         await self._client.delete(
@@ -337,22 +415,31 @@ class RedisRecordStore:
 
     # -- liveness --
 
-    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
-        await self._client.set(run_heartbeat_key(thread_id, run_id), 1, px=int(ttl_seconds * 1000))
+    async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
+        key = run_heartbeat_key(thread_id, run_id)
+        return bool(await self._beat(keys=[key], args=[executor, int(ttl_seconds * 1000)]))
+
+    async def claim(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str) -> int:
+        keys = [run_heartbeat_key(thread_id, run_id), run_key(thread_id, run_id)]
+        return int(await self._claim(keys=keys, args=[executor, int(ttl_seconds * 1000)]))
+
+    async def active_runs(self) -> list[tuple[str, str]]:
+        members = await self._client.zrange(active_runs_key(), 0, -1)
+        return [tuple(_text(m).split(" ", 1)) for m in members]  # type: ignore[misc]
+
+    async def forget_active(self, thread_id: str, run_id: str) -> None:
+        await self._client.zrem(active_runs_key(), f"{thread_id} {run_id}")
 
     async def alive(self, thread_id: str, run_id: str) -> bool:
         return bool(await self._client.exists(run_heartbeat_key(thread_id, run_id)))
 
     # -- cancel --
 
-    async def request_cancel(self, thread_id: str, run_id: str) -> None:
-        key = run_cancel_key(thread_id, run_id)
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.rpush(key, 1)
-            pipe.expire(key, self._ttl)
-            await pipe.execute()
+    async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
+        keys = [run_key(thread_id, run_id), run_cancel_key(thread_id, run_id)]
+        return bool(await self._request_cancel(keys=keys, args=[action, self._ttl]))
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
         # Polled, not BLPOPed: a run ends by cancelling this wait, and cancelling a blocking
         # command makes redis-py drop its connection (a reconnect per run). A cancel is seen
         # within CANCEL_POLL_SECONDS.
@@ -361,8 +448,13 @@ class RedisRecordStore:
         key = run_cancel_key(thread_id, run_id)
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
-            if await self._client.exists(key):
-                return
+            if (action := await self._client.lindex(key, 0)) is not None:
+                return _cancel_action(action)
+
+
+def _cancel_action(stored: bytes) -> str:
+    # "1": a request from a replica of an earlier release, which only interrupted.
+    return "rollback" if _text(stored) == "rollback" else "interrupt"
 
 
 def _score(iso: str) -> int:

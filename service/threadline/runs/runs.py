@@ -8,7 +8,16 @@ its run heads the thread's queue, takes the turn lease (whose fencing token goes
 checkpoint write, as for ``/v1`` turns), runs the graph and appends every stream part as an
 event; at the end it writes the run's status, the thread's status and the result in one step
 (:meth:`RecordStore.finish_run`). A cancel request (from any replica) reaches the executor
-through the store and cancels the graph run in its task.
+through the store and cancels the graph run in its task. A cancel is accepted only while the
+run is active, and a run that ends on its own after one was accepted (it finished within the
+executor's poll for cancels) is cancelled all the same: a client whose cancel was accepted
+always sees the run ``interrupted``.
+
+A run outlives its executor (ADR 0010): the executor renews a heartbeat that names it; when the
+heartbeat lapses (its replica died, or was paused past its lease), any replica — a sweep runs
+on each, and whoever waits for the run — claims the run and executes it again from the
+thread's last checkpoint, which the run itself wrote (LangGraph reruns only the unfinished
+step). The lease's fencing token keeps a paused executor from writing after that.
 """
 
 from __future__ import annotations
@@ -16,14 +25,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+from langchain_core.messages import AIMessage, BaseMessageChunk, ToolMessage, message_chunk_to_message
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
 from threadline import metrics
+from threadline.checkpoint import store_errors
 from threadline.checkpoint.errors import FencedError
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.runs import wire
@@ -32,6 +45,7 @@ from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
     END_EVENT,
+    CancelRequested,
     RecordStore,
     RunEvent,
     RunRecord,
@@ -62,6 +76,28 @@ THREAD_STREAM_POLL_SECONDS = 0.5
 # A stateless run's thread is deleted this long after the run ends, so its creator can still
 # read the result; should this process die first, the records' TTL collects it.
 STATELESS_GRACE_SECONDS = 60.0
+# Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
+# within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
+SWEEP_SECONDS = 0.5
+# First wait before a run whose store failed runs again (doubling up to 1 s): a Redis restart
+# with AOF takes ~0.3 s here.
+STORE_RETRY_SECONDS = 0.1
+# The result a tool call gets when its run was stopped before the tool answered.
+STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned a result"
+# ... at most this many times in a row (about a minute), then the run ends as an error.
+STORE_RETRIES = 60
+
+
+def _store_failures() -> tuple[type[Exception], ...]:
+    """A store failing right now (:func:`threadline.checkpoint.store_errors`, of the backends
+    loaded by now); not the builtin ConnectionError / TimeoutError that a graph's own code
+    raises (a model provider timing out), which end the run as an error."""
+    return tuple(e for e in store_errors() if e not in (ConnectionError, TimeoutError))
+
+
+class _GiveUp(Exception):
+    """This executor no longer owns its run (taken over, or fenced off the thread): stop
+    without recording an end; the run's owner finishes it."""
 
 
 class _RunGone(Exception):
@@ -86,8 +122,11 @@ class Runs:
         lease: TurnLease,
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
+        sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         self.heartbeat_seconds = heartbeat_seconds
+        self.sweep_seconds = sweep_seconds
+        self._sweeper: asyncio.Task | None = None
         self.timeout_seconds = timeout_seconds
         self.threads = threads
         self.assistants = assistants
@@ -116,9 +155,7 @@ class Runs:
         assistant = self.assistants.get(payload["assistant_id"])
         _check_input(assistant, payload)
         if payload.get("multitask_strategy") == "rollback":
-            # Refused rather than run as another strategy: a client asking for rollback expects
-            # the active run's checkpoints gone, which this release does not do yet.
-            raise Invalid("multitask_strategy: rollback is not supported yet; use interrupt or enqueue")
+            self._check_rollback("multitask_strategy")
         stateless = thread_id is None
         if stateless:
             thread_id = str(uuid.uuid4())
@@ -152,24 +189,42 @@ class Runs:
             kwargs={k: v for k, v in payload.items() if k not in ("metadata", "assistant_id")}
             | {"stateless": stateless},
         )
-        if strategy == "interrupt":
-            # Cancel what runs now; this run queues behind it and starts once it has stopped.
+        if strategy in ("interrupt", "rollback"):
+            # Cancel what runs now; this run queues behind it and starts once it has stopped
+            # (and, for rollback, once what it wrote is deleted).
             for other in await self.records.runs_of(thread_id):
                 if other.status in ACTIVE_RUN_STATUSES:
-                    await self.records.request_cancel(thread_id, other.run_id)
+                    await self.records.request_cancel(thread_id, other.run_id, strategy)
+        executor = uuid.uuid4().hex
         try:
-            # Alive as it is queued: nobody may take it for an orphan before its executor starts.
+            # Alive as it is queued, its heartbeat naming its executor: nobody may take it for
+            # an orphan before its executor starts.
             first = await self.records.create_run(
-                run, reject_if_busy=strategy == "reject", alive_seconds=self.heartbeat_seconds
+                run,
+                reject_if_busy=strategy == "reject",
+                alive_seconds=self.heartbeat_seconds,
+                executor=executor,
             )
         except RunRejected:
+            with contextlib.suppress(Exception):  # else dropped by the next sweep
+                await self.records.forget_active(thread_id, run.run_id)
             raise Conflict(
                 "thread_busy", "the thread has a pending or running run (multitask_strategy=reject)"
             ) from None
         except KeyError:
+            with contextlib.suppress(Exception):
+                await self.records.forget_active(thread_id, run.run_id)
             raise NotFound("thread") from None
-        self._start(run, assistant, first=first)
+        self._start(run, assistant, executor, 1, first=first)
         return run
+
+    def _check_rollback(self, field: str) -> None:
+        """Raises Invalid: the checkpointer cannot delete a run's checkpoints."""
+        if not can_delete_for_runs(self.threads.checkpointer):
+            raise Invalid(
+                f"{field}: rollback needs a checkpointer that deletes a run's checkpoints "
+                "(CHECKPOINT_BACKEND=redis); use interrupt"
+            )
 
     async def _check_resume(self, assistant: Assistant, thread_id: str, payload: dict[str, Any]) -> None:
         command = payload.get("command") or {}
@@ -186,47 +241,86 @@ class Runs:
 
     # -- execute --
 
-    def _start(self, run: RunRecord, assistant: Assistant, first: bool = False) -> None:
-        task = asyncio.create_task(self._execute(run, assistant, first), name=f"run-{run.run_id}")
+    def _start(
+        self, run: RunRecord, assistant: Assistant, executor: str, attempt: int, first: bool = False
+    ) -> None:
+        task = asyncio.create_task(
+            self._execute(run, assistant, executor, attempt, first), name=f"run-{run.run_id}-{attempt}"
+        )
         self._tasks.add(task)
-        self._results[run.run_id] = asyncio.get_running_loop().create_future()
+        # One future per executor: a run taken over here from an executor of this process
+        # (fenced off, or its store failed) gets a fresh one, and the older one's joiners are
+        # sent to the store when it stops.
+        result = self._results[run.run_id] = asyncio.get_running_loop().create_future()
         self.idle.clear()
 
         def done(t: asyncio.Task) -> None:
             self._tasks.discard(t)
-            result = self._results.pop(run.run_id, None)
-            if result is not None and not result.done():
+            if self._results.get(run.run_id) is result:
+                del self._results[run.run_id]
+            if not result.done():
                 result.set_result(None)  # ended without recording: joiners read the store
             if not self._tasks:
                 self.idle.set()
 
         task.add_done_callback(done)
 
-    async def _execute(self, run: RunRecord, assistant: Assistant, first: bool = False) -> None:
-        """Run to the end or until cancelled; always finishes the run's records."""
-        body = asyncio.create_task(self._run_in_turn(run, assistant, first), name=f"run-body-{run.run_id}")
-        cancel = asyncio.create_task(self.records.wait_cancel(run.thread_id, run.run_id))
-        heart = asyncio.create_task(self._keep_beating(run))
+    async def _execute(
+        self, run: RunRecord, assistant: Assistant, executor: str, attempt: int, first: bool = False
+    ) -> None:
+        """Run to the end or until cancelled; finishes the run's records unless the run was
+        taken over by another executor (or is left for one: this process is stopping)."""
+        body = asyncio.create_task(
+            self._run_in_turn(run, assistant, attempt, first), name=f"run-body-{run.run_id}"
+        )
+        cancel = asyncio.create_task(self._wait_cancel(run))
+        heart = asyncio.create_task(self._keep_beating(run, executor))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
-        gone = False
+        finish = True
         try:
-            await asyncio.wait({body, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({body, cancel, heart}, return_when=asyncio.FIRST_COMPLETED)
             if not body.done():
                 body.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                with contextlib.suppress(asyncio.CancelledError, _GiveUp, _RunGone):
                     await body
-                status, thread_status, result = await self._cancelled(run, assistant)
+                if heart.done():  # another executor holds the run now
+                    raise _GiveUp(run.run_id)
+                status, thread_status, result = await self._cancelled(run, assistant, cancel.result())
             else:
                 status, thread_status, result = body.result()
-        except _RunGone:  # its thread was deleted while it waited: nothing left to record
-            gone = True
+                try:
+                    # Ended on its own, unless a cancel was accepted meanwhile (within the last
+                    # poll of its end): an accepted cancel always wins.
+                    await asyncio.shield(
+                        self._finish(run, status, thread_status, result, executor, unless_cancelled=True)
+                    )
+                    finish = False
+                except CancelRequested as request:
+                    status, thread_status, result = await self._cancelled(run, assistant, request.action)
+        except _RunGone:  # deleted with its thread: nothing to record
+            finish = False
+        except _GiveUp:
+            # Taken over, or fenced off the thread (paused, or a stalled event loop missed its
+            # lease renewals): nothing to record here. In the second case the heartbeat is still
+            # ours: let it lapse now, so a sweep takes the run over in <= 0.5 s instead of a TTL.
+            finish = False
+            if not heart.done():
+                with contextlib.suppress(Exception):
+                    await self.records.beat(run.thread_id, run.run_id, 0.001, executor)
         except asyncio.CancelledError:  # this process is stopping
             body.cancel()
-            status = "interrupted"
-            thread_status, result = (
-                "idle",
-                wire.dumps({"__error__": {"error": "Cancelled", "message": "the replica stopped"}}),
-            )
+            if self.records.shared:
+                # Handed over: the heartbeat lapses now instead of in a TTL, and the next sweep
+                # (on another replica) finishes the run from its last checkpoint.
+                finish = False
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.records.beat(run.thread_id, run.run_id, 0.001, executor))
+            else:
+                status = "interrupted"
+                thread_status, result = (
+                    "idle",
+                    wire.dumps({"__error__": {"error": "Cancelled", "message": "the replica stopped"}}),
+                )
             raise
         except Exception as exc:
             log.exception("run failed outside the graph", extra={"run_id": run.run_id})
@@ -237,83 +331,197 @@ class Runs:
         finally:
             cancel.cancel()
             heart.cancel()
-            if not gone:
+            if finish:
                 # Shielded: the records must say the run ended even when this task is cancelled.
-                await asyncio.shield(self._finish(run, status, thread_status, result))
-                metrics.RUNS.labels(status).inc()
+                await asyncio.shield(self._finish(run, status, thread_status, result, executor))
 
-    async def _keep_beating(self, run: RunRecord) -> None:
-        """Renew the run's heartbeat every third of its TTL while this executor lives; a run
-        whose heartbeat lapses is an orphan (its replica died) and is ended by whoever waits
-        for it (:meth:`_end_orphan`)."""
+    async def _wait_cancel(self, run: RunRecord) -> str:
+        """The run's cancel action, once requested; a store that fails meanwhile (Redis
+        restarting) is waited out rather than taken for a cancel."""
+        while True:
+            try:
+                return await self.records.wait_cancel(run.thread_id, run.run_id)
+            except _store_failures():
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+
+    async def _keep_beating(self, run: RunRecord, executor: str) -> None:
+        """Renew the run's heartbeat every third of its TTL while this executor lives; returns
+        when another executor took the run over. A run whose heartbeat lapses is an orphan
+        (its replica died) and is taken over by a sweep or by whoever waits for it
+        (:meth:`_adopt_if_orphan`)."""
         while True:
             await asyncio.sleep(self.heartbeat_seconds / 3)
             try:
-                await self.records.beat(run.thread_id, run.run_id, self.heartbeat_seconds)
+                if not await self.records.beat(run.thread_id, run.run_id, self.heartbeat_seconds, executor):
+                    log.warning("run taken over by another replica", extra={"run_id": run.run_id})
+                    return
             except Exception as exc:  # the store is away: the next beat may get through
                 log.warning("run heartbeat failed", extra={"run_id": run.run_id, "error": type(exc).__name__})
 
-    async def _end_orphan(self, thread_id: str, run_id: str) -> bool:
-        """End a pending or running run whose executor is gone; True if it was one.
+    async def _adopt_if_orphan(self, thread_id: str, run_id: str) -> bool:
+        """Take over a pending or running run whose executor is gone and execute it here from
+        its last checkpoint; True if this replica took it.
 
-        Any replica may do this (a waiter on the thread's queue, a joiner); two doing it at once
-        leave the same final status, and readers stop at the first end event.
+        Any replica may try (the sweep, a waiter on the thread's queue, a joiner): the claim is
+        atomic, so exactly one executor owns the run at a time.
         """
         if await self.records.alive(thread_id, run_id):
             return False
+        executor = uuid.uuid4().hex
+        attempt = await self.records.claim(thread_id, run_id, self.heartbeat_seconds, executor)
         run = await self.records.get_run(thread_id, run_id)
-        if run is None or run.status not in ACTIVE_RUN_STATUSES:
+        if not attempt:
+            if run is None or run.status not in ACTIVE_RUN_STATUSES:
+                await self.records.forget_active(thread_id, run_id)
             return False
-        log.warning("ending a run whose replica stopped", extra={"run_id": run_id, "thread_id": thread_id})
-        error = {"error": "ReplicaLost", "message": "the replica running this run stopped; run it again"}
-        await self.records.append_event(thread_id, run_id, "error", wire.dumps(error))
-        await self.records.finish_run(thread_id, run_id, "error", "error", wire.dumps({"__error__": error}))
-        metrics.RUNS.labels("error").inc()
+        if run is None:  # deleted meanwhile
+            return False
+        log.warning(
+            "taking over a run whose replica stopped",
+            extra={"run_id": run_id, "thread_id": thread_id, "attempt": attempt},
+        )
+        metrics.RUN_TAKEOVERS.inc()
+        try:
+            assistant = self.assistants.get(run.assistant_id)
+        except NotFound:  # this replica does not serve the run's graph (a mixed rollout)
+            error = {"error": "GraphNotFound", "message": f"graph {run.assistant_id!r} is not served"}
+            await self.records.append_event(thread_id, run_id, "error", wire.dumps(error))
+            await self._finish(run, "error", "error", wire.dumps({"__error__": error}), executor)
+            return True
+        self._start(run, assistant, executor, attempt)
         return True
 
-    async def _finish(self, run: RunRecord, status: str, thread_status: str, result: bytes) -> None:
+    def start_sweep(self) -> None:
+        """Start this replica's orphan sweep (stopped by :meth:`aclose`)."""
+        if self._sweeper is None and self.records.shared:
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="runs-sweep")
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            # Jittered, so the replicas' sweeps spread out instead of racing for the same claim.
+            await asyncio.sleep(self.sweep_seconds * random.uniform(0.5, 1.5))
+            try:
+                await self.sweep()
+            except Exception as exc:  # the store is away: the next sweep may get through
+                log.warning("run sweep failed", extra={"error": type(exc).__name__})
+
+    async def sweep(self) -> int:
+        """Take over every orphaned run (one whose executor stopped); returns how many this
+        replica took. Ended runs are dropped from the active index on the way."""
+        taken = 0
+        for thread_id, run_id in await self.records.active_runs():
+            if await self._adopt_if_orphan(thread_id, run_id):
+                taken += 1
+        return taken
+
+    async def _finish(
+        self,
+        run: RunRecord,
+        status: str,
+        thread_status: str,
+        result: bytes,
+        executor: str,
+        unless_cancelled: bool = False,
+    ) -> bool:
+        """Record the run's end; False if another executor holds it or the store failed.
+
+        Raises:
+            CancelRequested: ``unless_cancelled`` and a cancel was accepted for the run.
+        """
         try:
-            await self.records.finish_run(run.thread_id, run.run_id, status, thread_status, result)
-        except Exception as exc:  # the store is away; the run's TTL ends the record
+            finished = await self.records.finish_run(
+                run.thread_id, run.run_id, status, thread_status, result, executor, unless_cancelled
+            )
+        except CancelRequested:
+            raise
+        except Exception as exc:  # the store is away: the heartbeat lapses, and a sweep reruns it
             log.warning(
                 "could not record the end of a run", extra={"run_id": run.run_id, "error": type(exc).__name__}
             )
-            return
+            return False
+        if not finished:
+            return False
+        metrics.RUNS.labels(status).inc()
         # Recorded: a joiner in this process has the result without asking the store.
         if (local := self._results.get(run.run_id)) is not None and not local.done():
             local.set_result(result)
+        with contextlib.suppress(Exception):  # else dropped by the next sweep
+            await self.records.forget_active(run.thread_id, run.run_id)
         if run.kwargs.get("stateless") and run.kwargs.get("on_completion", "delete") == "delete":
             asyncio.get_running_loop().call_later(
                 STATELESS_GRACE_SECONDS,
                 lambda: asyncio.ensure_future(self._drop_thread(run.owner, run.thread_id)),
             )
+        return True
 
     async def _drop_thread(self, owner: str, thread_id: str) -> None:
         with contextlib.suppress(Exception):
             await self.threads.delete(owner, thread_id)
 
-    async def _cancelled(self, run: RunRecord, assistant: Assistant) -> tuple[str, str, bytes]:
+    async def _cancelled(self, run: RunRecord, assistant: Assistant, action: str) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
+        if action == "rollback":
+            error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
+        # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
         with contextlib.suppress(Exception):
             await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+        await self._settle(run, assistant, action)
         # The run stopped mid-step: its unfinished step is not an interrupt the client must
         # answer, so the thread is idle unless it already waited at one.
         state = await assistant.graph.aget_state(thread_config(run.thread_id))
         status = "interrupted" if state.interrupts else "idle"
         return "interrupted", status, wire.dumps({"__error__": error})
 
+    async def _settle(self, run: RunRecord, assistant: Assistant, action: str) -> None:
+        """Leave the thread of a stopped run in a state the next run can continue, under the
+        thread's lease (no other run or turn writes meanwhile): ``rollback`` deletes every
+        checkpoint and pending write the run wrote (the thread is as before the run);
+        ``interrupt`` keeps what it checkpointed and closes the tool calls it left open."""
+        while True:
+            try:
+                async with self.lease.hold(run.thread_id) as held:
+                    if action == "rollback":
+                        await self.threads.checkpointer.adelete_for_runs([run.run_id])
+                    else:
+                        await close_open_tool_calls(assistant.graph, run.thread_id, held.token)
+                    return
+            except LeaseBusy:
+                continue  # its dead or paused executor's lease: wait until it expires
+
     async def _run_in_turn(
-        self, run: RunRecord, assistant: Assistant, first: bool = False
+        self, run: RunRecord, assistant: Assistant, attempt: int, first: bool = False
     ) -> tuple[str, str, bytes]:
         """Wait for the run's turn (head of the queue, then the lease), run it, and return
         ``(run status, thread status, result)``. ``first``: it headed the queue when created
-        (only its own end takes it off), so the queue is not read again."""
+        (only its own end takes it off), so the queue is not read again. A store that fails
+        meanwhile (Redis restarting) does not fail the run: it runs again from its last
+        checkpoint once the store answers."""
+        backoff = STORE_RETRY_SECONDS
+        for retry in range(STORE_RETRIES + 1):
+            try:
+                # After a store failure the queue is read again (the run may be gone).
+                return await self._run_when_first(run, assistant, attempt, first and retry == 0)
+            except _store_failures() as exc:
+                if retry == STORE_RETRIES:
+                    raise
+                log.warning(
+                    "store failed mid-run; running it again from its last checkpoint",
+                    extra={"run_id": run.run_id, "error": type(exc).__name__},
+                )
+                attempt += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    async def _run_when_first(
+        self, run: RunRecord, assistant: Assistant, attempt: int, first: bool = False
+    ) -> tuple[str, str, bytes]:
         delay = QUEUE_POLL_SECONDS
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
                 raise _RunGone(run.run_id)
-            if await self._end_orphan(run.thread_id, head):
-                continue
+            if await self._adopt_if_orphan(run.thread_id, head):
+                delay = QUEUE_POLL_SECONDS
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
         while True:
@@ -321,26 +529,35 @@ class Runs:
                 async with self.lease.hold(run.thread_id) as held:
                     # "running" and the run's first event in one step; a run deleted with its
                     # thread meanwhile is not run (its checkpoints would come back).
-                    metadata = wire.dumps({"run_id": run.run_id, "attempt": 1})
+                    metadata = wire.dumps({"run_id": run.run_id, "attempt": attempt})
                     try:
                         await self.records.set_run_status(
                             run.thread_id, run.run_id, "running", ("metadata", metadata)
                         )
                     except KeyError:
                         raise _RunGone(run.run_id) from None
-                    return await self._run_graph(run, assistant, held)
+                    return await self._run_graph(run, assistant, held, attempt)
             except LeaseBusy:
                 continue  # a /v1 turn on this thread: wait for it
 
     async def _run_graph(
-        self, run: RunRecord, assistant: Assistant, held: HeldLease
+        self, run: RunRecord, assistant: Assistant, held: HeldLease, attempt: int
     ) -> tuple[str, str, bytes]:
         kwargs = run.kwargs
         graph = assistant.graph
-        config = _run_config(run, assistant, held.token)
+        graph_input = _graph_input(kwargs)
+        resumed = False
+        if attempt > 1:
+            # Taken over: if the run got as far as writing a checkpoint, it goes on from the
+            # thread's last one (its own; runs of a thread are serial), LangGraph reusing the
+            # writes of the steps that completed. Else it starts over from its input.
+            latest = await graph.checkpointer.aget_tuple(thread_config(run.thread_id))
+            resumed = latest is not None and (latest.metadata or {}).get("run_id") == run.run_id
+            if resumed:
+                graph_input = None
+        config = _run_config(run, assistant, held.token, from_latest=resumed)
         requested = list(kwargs.get("stream_mode") or ["values"])
         emit = _Emitter(self.records, run, requested)  # "metadata" went with "running"
-        graph_input = _graph_input(kwargs)
         deadline = asyncio.timeout(self.timeout_seconds)
         try:
             try:
@@ -358,19 +575,18 @@ class Runs:
                     "message": f"the run took longer than {self.timeout_seconds:g} s",
                 }
                 await emit("error", error)
+                await close_open_tool_calls(graph, run.thread_id, held.token)
                 return (
                     "timeout",
                     "interrupted" if emit.interrupts else "idle",
                     wire.dumps({"__error__": error}),
                 )
         except FencedError:
-            error = {
-                "error": "LeaseLost",
-                "message": "the run lost its thread's lease; nothing more was stored",
-            }
-            await emit("error", error)
-            return "error", "error", wire.dumps({"__error__": error})
-        except asyncio.CancelledError:
+            # Paused or cut off past the lease: another executor takes the run over (or
+            # already did) from what was checkpointed; nothing more is stored from here.
+            log.warning("run lost its thread's lease; leaving it to a takeover", extra={"run_id": run.run_id})
+            raise _GiveUp(run.run_id) from None
+        except (asyncio.CancelledError, *_store_failures()):
             raise
         except Exception as exc:
             log.warning(
@@ -425,7 +641,7 @@ class Runs:
                 return result
             if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
                 raise NotFound("run")
-            await self._end_orphan(thread_id, run_id)
+            await self._adopt_if_orphan(thread_id, run_id)
 
     async def events(
         self,
@@ -448,7 +664,7 @@ class Runs:
             if not events:
                 if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
                     return
-                await self._end_orphan(thread_id, run_id)
+                await self._adopt_if_orphan(thread_id, run_id)
             for event in events:
                 if event.event == END_EVENT:
                     return
@@ -500,11 +716,24 @@ class Runs:
                     return  # deleted
                 await asyncio.sleep(THREAD_STREAM_POLL_SECONDS)
 
-    async def cancel(self, principal: str, thread_id: str, run_id: str) -> RunRecord:
-        """Ask the run's executor (on whichever replica) to stop; an ended run is left as is."""
+    async def cancel(
+        self, principal: str, thread_id: str, run_id: str, action: str = "interrupt"
+    ) -> RunRecord:
+        """Ask the run's executor (on whichever replica) to stop; an ended run is left as is.
+        ``action=rollback`` also deletes what the run wrote.
+
+        Raises:
+            NotFound: no such run.
+            Invalid: rollback on a checkpointer that cannot delete a run's checkpoints.
+        """
+        if action == "rollback":
+            self._check_rollback("action")
         run = await self.get(principal, thread_id, run_id)
-        if run.status in ACTIVE_RUN_STATUSES:
-            await self.records.request_cancel(thread_id, run_id)
+        # Refused once the run ended (a race with its end): it is left as it ended.
+        if run.status in ACTIVE_RUN_STATUSES and await self.records.request_cancel(thread_id, run_id, action):
+            # An orphan has no executor to see the request: take it over here, and the new
+            # executor stops it at once.
+            await self._adopt_if_orphan(thread_id, run_id)
         return run
 
     async def delete(self, principal: str, thread_id: str, run_id: str) -> None:
@@ -515,7 +744,13 @@ class Runs:
         await self.records.delete_run(thread_id, run_id)
 
     async def aclose(self) -> None:
-        """Cancel the executors still running (at shutdown, after the drain)."""
+        """Stop the sweep and cancel the executors still running (at shutdown, after the
+        drain); with shared records their runs are handed over to the other replicas."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -577,11 +812,54 @@ def _graph_input(kwargs: dict[str, Any]) -> Any:
     )
 
 
-def _run_config(run: RunRecord, assistant: Assistant, token: str | None) -> dict[str, Any]:
+async def close_open_tool_calls(graph: Any, thread_id: str, token: str | None) -> int:
+    """Answer every tool call of the thread's messages that has no result with an error
+    result, so the next run's model sees a valid history; returns how many.
+
+    A run stopped between a model's tool call and the tool's result (a cancel, the
+    ``interrupt`` strategy, a timeout) leaves the AI message with ``tool_calls`` as the last
+    checkpointed state. The next run adds its human message after it, and every provider
+    refuses such a history. The results are written as the pending node (``tools``) would
+    have written them, so the graph moves past it. Only for a ``messages`` channel with a
+    reducer (``add_messages``): a plain channel would be overwritten, not appended to.
+    """
+    channel = graph.channels.get("messages")
+    if not isinstance(channel, BinaryOperatorAggregate):
+        return 0
+    config = thread_config(thread_id, None, token)
+    state = await graph.aget_state(config)
+    messages = state.values.get("messages") if isinstance(state.values, dict) else None
+    if not messages:
+        return 0
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    calls = [
+        c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c.get("id") not in answered
+    ]
+    if not calls:
+        return 0
+    results = [
+        ToolMessage(content=STOPPED_TOOL_RESULT, tool_call_id=c["id"], name=c.get("name"), status="error")
+        for c in calls
+    ]
+    await graph.aupdate_state(config, {"messages": results}, as_node=state.next[0] if state.next else None)
+    log.info("closed tool calls a stopped run left open", extra={"thread_id": thread_id, "calls": len(calls)})
+    return len(results)
+
+
+def can_delete_for_runs(saver: BaseCheckpointSaver) -> bool:
+    """Whether the saver implements ``adelete_for_runs`` (the base class only raises)."""
+    return type(saver).adelete_for_runs is not BaseCheckpointSaver.adelete_for_runs
+
+
+def _run_config(
+    run: RunRecord, assistant: Assistant, token: str | None, from_latest: bool = False
+) -> dict[str, Any]:
+    """The run's graph config; ``from_latest`` ignores the checkpoint the run was asked to
+    start from (a taken-over run goes on from its own last checkpoint)."""
     kwargs = run.kwargs
     config = dict(kwargs.get("config") or {})
-    checkpoint = dict(kwargs.get("checkpoint") or {})
-    if kwargs.get("checkpoint_id"):
+    checkpoint = {} if from_latest else dict(kwargs.get("checkpoint") or {})
+    if kwargs.get("checkpoint_id") and not from_latest:
         checkpoint["checkpoint_id"] = kwargs["checkpoint_id"]
     configurable = {
         **(config.get("configurable") or {}),

@@ -289,9 +289,7 @@ async def cancel(
     wait: bool = False,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
-    if action == "rollback":
-        raise ApiError(422, "invalid_request", "action=rollback is not supported yet; use interrupt")
-    run = await runs.cancel(principal, thread_id, run_id)
+    run = await runs.cancel(principal, thread_id, run_id, action)
     if not wait:
         return Response(status_code=202)
     return await _wait_response(runs, principal, run, False)
@@ -330,8 +328,6 @@ async def cancel_many(
     runs: RunsDep,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
-    if action == "rollback":
-        raise ApiError(422, "invalid_request", "action=rollback is not supported yet; use interrupt")
     if body.thread_id is None:
         raise ApiError(
             422, "invalid_request", "thread_id: required (cancelling across threads is not supported)"
@@ -340,7 +336,7 @@ async def cancel_many(
         wanted = body.run_ids is None or run.run_id in body.run_ids
         in_status = body.status in (None, "all") or run.status == body.status
         if wanted and in_status:
-            await runs.cancel(principal, run.thread_id, run.run_id)
+            await runs.cancel(principal, run.thread_id, run.run_id, action)
     return Response(status_code=204)
 
 
