@@ -35,9 +35,9 @@ import redis
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
-from redis.asyncio.connection import AbstractConnection as AsyncConnection
 from redis.asyncio.cluster import PipelineCommand
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.connection import AbstractConnection as AsyncConnection
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelManagedConnection
@@ -62,6 +62,7 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.RedisClusterException,
     redis.exceptions.ReadOnlyError,
 )
+
 
 def _closed_under_the_write_is_a_connection_error() -> None:
     """Make a write on a connection another task just closed a ``ConnectionError``.
