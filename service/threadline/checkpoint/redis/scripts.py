@@ -6,7 +6,8 @@ thread only and stays on one cluster slot (they share the hash tag ``{thread_id}
 netstrings (:mod:`threadline.checkpoint.redis.records`), which Lua reads without a decoder.
 Large values never pass through a script: the saver moves whole values and new list items
 with plain HSET/HMGET; scripts read only descriptors (at most ``DESCRIPTOR_MAX_BYTES``) and
-write only the items one put appends to an existing list (one or two messages a step).
+write only what one put stores when it is small (``PUT_INLINE_BYTES`` in all: a step's one or
+two messages, descriptors, the input).
 """
 
 from __future__ import annotations
