@@ -35,9 +35,9 @@ import redis
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
-from redis.asyncio.connection import AbstractConnection as AsyncConnection
 from redis.asyncio.cluster import PipelineCommand
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.connection import AbstractConnection as AsyncConnection
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelManagedConnection

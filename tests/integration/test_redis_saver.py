@@ -344,6 +344,10 @@ async def test_stale_token_is_fenced_and_writes_nothing(
     cp_no_blobs, _ = checkpoint(saver, {}, cp1)
     with pytest.raises(FencedError):
         await saver.aput(stale, cp_no_blobs, {}, {})
+    # Big values go in a plain HSET before the script (small ones in its ARGV): taken out again.
+    cp_big, versions_big = checkpoint(saver, {"messages": ["two"], "n": "x" * 40_000}, cp1)
+    with pytest.raises(FencedError):
+        await saver.aput(stale, cp_big, {"step": 2}, versions_big)
     with pytest.raises(FencedError):
         await saver.aput_writes(stale, [("n", 9), (INTERRUPT, "x")], "t2")
     assert snapshot(sync_client, tid) == before

@@ -6,7 +6,8 @@ thread only and stays on one cluster slot (they share the hash tag ``{thread_id}
 netstrings (:mod:`threadline.checkpoint.redis.records`), which Lua reads without a decoder.
 Large values never pass through a script: the saver moves whole values and new list items
 with plain HSET/HMGET; scripts read only descriptors (at most ``DESCRIPTOR_MAX_BYTES``) and
-write only the items one put appends to an existing list (one or two messages a step).
+write only what one put stores when it is small (``PUT_INLINE_BYTES`` in all: a step's one or
+two messages, descriptors, the input).
 """
 
 from __future__ import annotations
@@ -153,12 +154,14 @@ return out
 """
 )
 
-# Runs in one MULTI/EXEC right after a plain HSET of this put's whole values, descriptors and
-# the items of lists it stores afresh (big values stay out of Lua; all those fields are new:
-# versions and lineages carry a random part). When it stores nothing (fenced, or a list it
-# extends changed underneath) it takes those fields out again, so the thread is as before --
-# unless this very checkpoint is already stored (a retried put whose first attempt went
-# through), and then they are its own and stay.
+# This put's whole values, descriptors and the items of lists it stores afresh (all those
+# fields are new: versions and lineages carry a random part) come in the script's last ARGV
+# group when they are small (up to PUT_INLINE_BYTES: a turn's one or two messages, the
+# descriptors, the input; then the put is this one script call), else in a plain HSET right
+# before it in one MULTI/EXEC (big values stay out of Lua). When it stores nothing (fenced,
+# or a list it extends changed underneath) it writes no inline field and takes the HSET's
+# fields out again, so the thread is as before -- unless this very checkpoint is already
+# stored (a retried put whose first attempt went through), and then they are its own and stay.
 # An extension appends items to a lineage at the position where the list it extends ends;
 # another checkpoint may have appended other items there already (a fork from an older
 # checkpoint): then nothing is stored and the saver retries with a lineage of its own.
@@ -173,7 +176,8 @@ return out
 #   the field still holds what the saver wrote,
 # then d, and d pairs (blob field, the blob by reference): the parent's dict-of-lists values
 #   whose items this put stored (format 3), each replaced if still there (a version's blob is
-#   written once, by the put of that version: its content is known)
+#   written once, by the put of that version: its content is known),
+# then s, and s pairs (blob field, value) to store: the small fields (n is then 0)
 # returns 1 stored, 0 fenced, -1 an extended list's items are gone (pruned, deleted),
 #   -2 another checkpoint appended other items at an extension's position
 PUT = (
@@ -215,9 +219,14 @@ first = first + 1 + 3 * tonumber(ARGV[first])
 for i = first + 1, first + 2 * tonumber(ARGV[first]), 2 do
   if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 1 then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 end
+first = first + 1 + 2 * tonumber(ARGV[first])
+local s = tonumber(ARGV[first])
+if s > 0 then
+  each_chunk(ARGV, first + 1, first + 2 * s, function(...) redis.call('HSET', KEYS[3], ...) end)
+end
 redis.call('ZADD', KEYS[1], 0, ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-refresh(ARGV[1], (n > 0 or c > 0) and {2, 3} or {2})
+refresh(ARGV[1], (n > 0 or c > 0 or s > 0) and {2, 3} or {2})
 return 1
 """
 )
