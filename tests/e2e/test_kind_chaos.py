@@ -62,6 +62,17 @@ SDK_PLANS = int(os.environ.get("E2E_SDK_PLANS", "20"))
 STEPS_GRAPH = ROOT / "tests" / "integration" / "graphs" / "steps.py"
 
 
+def sdk_graph_values() -> dict:
+    """Chart values that serve the SDK mode's ``steps`` graph beside the built-in ``chat``,
+    mounted from a ConfigMap (no image build)."""
+    return {
+        "graphs": {
+            "langgraphJson": {"graphs": {"steps": "./steps.py:graph"}},
+            "files": {"steps.py": STEPS_GRAPH.read_text()},
+        }
+    }
+
+
 def unavailable() -> str | None:
     """Why the kind suite cannot run here, or None."""
     missing = [tool for tool in ("docker", "kind", "kubectl", "helm") if shutil.which(tool) is None]
@@ -113,18 +124,8 @@ def api_key(cluster: Any) -> str:
         )
     cluster.load_image(IMAGE)
     key = secrets.token_urlsafe(24)
-    # The SDK mode's graph, mounted from a ConfigMap beside the built-in chat graph.
     graphs = Path(tempfile.mkdtemp(prefix="threadline-kind-values-")) / "graphs.yaml"
-    graphs.write_text(
-        yaml.safe_dump(
-            {
-                "graphs": {
-                    "langgraphJson": {"graphs": {"steps": "./steps.py:graph"}},
-                    "files": {"steps.py": STEPS_GRAPH.read_text()},
-                }
-            }
-        )
-    )
+    graphs.write_text(yaml.safe_dump(sdk_graph_values()))
     env = {
         **os.environ,
         "KUBECONFIG": str(cluster.kubeconfig),

@@ -30,6 +30,23 @@ def test_e2e_tests_collect() -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "test_kind_chaos.py::test_force_deleted_pods_keep_every_conversation" in result.stdout
+    assert "test_kind_chaos.py::test_force_deleted_pods_keep_every_run_through_the_sdk" in result.stdout
+
+
+def test_the_sdk_modes_graph_renders_into_the_kind_release(tmp_path: Path) -> None:
+    """What the kind suite installs for its LangGraph-API mode: kind-values.yaml plus the
+    ``steps`` graph through ``graphs.langgraphJson``/``graphs.files`` (the real helm)."""
+    from e2e.test_kind_chaos import STEPS_GRAPH, sdk_graph_values
+
+    from chart.bundle import CHART, RELEASE, helm, load_docs
+
+    extra = tmp_path / "graphs.yaml"
+    extra.write_text(yaml.safe_dump(sdk_graph_values()))
+    docs = load_docs(helm("template", RELEASE, str(CHART), "-f", str(KIND_VALUES), "-f", str(extra)).stdout)
+    (graphs,) = [d for d in docs if d["kind"] == "ConfigMap" and "steps.py" in d.get("data", {})]
+    assert graphs["data"]["steps.py"] == STEPS_GRAPH.read_text()
+    config = [d for d in docs if d["kind"] == "ConfigMap" and "LANGGRAPH_CONFIG" in d.get("data", {})]
+    assert config[0]["data"]["LANGGRAPH_CONFIG"] == "/etc/threadline/graphs/langgraph.json"
 
 
 def test_kind_config_maps_the_node_port_to_loopback() -> None:
