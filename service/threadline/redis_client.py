@@ -65,22 +65,25 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 
 
 def _closed_under_the_write_is_a_connection_error() -> None:
-    """Make a write on a connection another task just closed a ``ConnectionError``.
+    """Make a write on a connection that is already closed a ``ConnectionError``.
 
     redis-py 8.1's asyncio ``send_packed_command`` checks that the connection is open, then
-    (with a socket timeout, as here) starts the write in a task of its own; a ``disconnect()``
-    that runs in between (the cluster client drops a failed node's connections during a
-    failover) sets ``_writer`` to None, and the write raises ``AttributeError``, which no retry
-    layer and no caller takes for an outage (redis-py#4287): the cluster-failover chaos test
-    saw it as a 500. As a ``ConnectionError`` it is retried, or answered 503. Every
-    connection class (plain, TLS, Sentinel-managed, a cluster node's) inherits the method, and
-    the cluster client takes no connection class, hence the patch rather than a subclass.
+    (with a socket timeout, as here) starts the write in a task of its own. If the connection
+    closes in between — a ``disconnect()`` from another task sets ``_writer`` to None (the
+    cluster client drops a failed node's connections during a failover), or the peer reset it
+    and the transport is closed — the write raises ``AttributeError`` (asyncio) or
+    ``RuntimeError`` (uvloop: "the handler is closed"), which no retry layer and no caller
+    takes for an outage (redis-py#4287): the cluster-failover chaos test saw both as 500s. As
+    a ``ConnectionError`` it is retried, or answered 503. Every connection class (plain, TLS,
+    Sentinel-managed, a cluster node's) inherits the method, and the cluster client takes no
+    connection class, hence the patch rather than a subclass.
     """
     write = AsyncConnection._send_packed_command
 
     async def _send_packed_command(self: AsyncConnection, command: Any) -> None:
-        if self._writer is None:
-            raise redis.exceptions.ConnectionError("connection closed while a command was being sent")
+        writer = self._writer
+        if writer is None or writer.transport.is_closing():  # no await until the write
+            raise redis.exceptions.ConnectionError("connection closed before a command was sent")
         await write(self, command)
 
     AsyncConnection._send_packed_command = _send_packed_command  # type: ignore[method-assign]

@@ -15,6 +15,7 @@ import uuid
 
 import httpx
 import pytest
+import uvloop
 from checkpoint_graph import build_graph, expected_reply
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
@@ -420,3 +421,25 @@ async def test_a_connection_closed_under_a_write_is_a_connection_error(redis_ser
         assert await client.ping()  # the pool reconnects
     finally:
         await client.aclose()
+
+
+def test_a_write_on_a_closed_transport_under_uvloop_is_a_connection_error(redis_server) -> None:
+    """The other face of it, under uvloop (what uvicorn runs the service on): the transport
+    closed (the peer reset it) while the connection still looks open. uvloop raised
+    ``RuntimeError: ... the handler is closed`` (a 500 in the cluster-failover chaos test)."""
+
+    async def scenario() -> None:
+        client = redis_client.async_client(redis_server.url())
+        try:
+            connection = await client.connection_pool.get_connection()
+            await connection.connect()
+            connection._writer.transport.close()
+            with pytest.raises(RedisConnectionError):
+                await connection.send_command("PING", check_health=False)
+            await client.connection_pool.release(connection)
+            assert await client.ping()
+        finally:
+            await client.aclose()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())
