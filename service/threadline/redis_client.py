@@ -28,11 +28,14 @@ requests fail 3 times out of 5 (issue 10). A wait that runs out is a ``Connectio
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.connection as redis_async_connection
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import PipelineCommand
@@ -67,16 +70,14 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 def _closed_under_the_write_is_a_connection_error() -> None:
     """Make a write on a connection that is already closed a ``ConnectionError``.
 
-    redis-py 8.1's asyncio ``send_packed_command`` checks that the connection is open, then
-    (with a socket timeout, as here) starts the write in a task of its own. If the connection
-    closes in between — a ``disconnect()`` from another task sets ``_writer`` to None (the
-    cluster client drops a failed node's connections during a failover), or the peer reset it
-    and the transport is closed — the write raises ``AttributeError`` (asyncio) or
-    ``RuntimeError`` (uvloop: "the handler is closed"), which no retry layer and no caller
-    takes for an outage (redis-py#4287): the cluster-failover chaos test saw both as 500s. As
-    a ``ConnectionError`` it is retried, or answered 503. Every connection class (plain, TLS,
-    Sentinel-managed, a cluster node's) inherits the method, and the cluster client takes no
-    connection class, hence the patch rather than a subclass.
+    redis-py 8.1 checks that a connection is open before a command, but the transport can be
+    closed under a connection that still looks open (the peer reset it: a Redis failover).
+    The write then raises ``RuntimeError`` under uvloop ("the handler is closed") or
+    ``AttributeError`` once another task's ``disconnect()`` cleared ``_writer``, which no
+    retry layer and no caller takes for an outage (redis-py#4287): the cluster-failover chaos
+    test saw both as 500s. As a ``ConnectionError`` it is retried, or answered 503. Every
+    connection class (plain, TLS, Sentinel-managed, a cluster node's) inherits the method, and
+    the cluster client takes no connection class, hence the patch rather than a subclass.
     """
     write = AsyncConnection._send_packed_command
 
@@ -90,6 +91,33 @@ def _closed_under_the_write_is_a_connection_error() -> None:
 
 
 _closed_under_the_write_is_a_connection_error()
+
+
+class _AsyncioWithCancellableWaitFor:
+    """The ``asyncio`` module as redis-py's connection module sees it, with Python 3.12's
+    ``wait_for`` (a timeout scope in the caller's task) in place of 3.11's.
+
+    3.11's ``wait_for`` runs the awaitable in a task of its own and, when the caller is
+    cancelled just as that task completes, returns its result instead of raising
+    ``CancelledError`` (CPython gh-86296, fixed in 3.12). redis-py wraps every command's write
+    in it, so a task cancelled while it talks to Redis often goes on: measured here, a loop of
+    GETs ignored 994 of 2000 cancels. That left a lease renewer running after its turn had
+    ended (the turn waited for it forever, holding the thread), cancel pollers and heartbeats
+    running after their run, and a cancelled run going on to its end. The image's Python is
+    Debian bookworm's 3.11, hence the fix here rather than a newer Python.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    @staticmethod
+    async def wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109 (its signature)
+        async with asyncio.timeout(timeout):
+            return await awaitable
+
+
+if sys.version_info < (3, 12):
+    redis_async_connection.asyncio = _AsyncioWithCancellableWaitFor()  # type: ignore[assignment]
 
 
 CONNECT_TIMEOUT = 2.0
