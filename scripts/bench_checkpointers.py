@@ -697,8 +697,8 @@ def run(turns: int, size: int, only: set[str], interleaved: bool) -> None:
     # costs (script loading, the first reads), which are no function of the conversation length.
     ten = window(per_turn["redis"], points["ten"], size)
     print(f"target: redis turn {turns} / turn {TEN} = {growth['redis']:.2f} (target ≤ 1.2; turn {TEN} "
-          f"{ten:.2f} ms, turn {turns} {ours:.2f} ms); memory's (LangGraph's own growth, the same "
-          f"graph on InMemorySaver) = {growth['memory']:.2f}, redis ÷ memory = "
+          f"{ten:.2f} ms, turn {turns} {ours:.2f} ms); memory's (the same graph on InMemorySaver, "
+          f"which copies the whole list at every step) = {growth['memory']:.2f}, redis ÷ memory = "
           f"{growth['redis'] / growth['memory']:.2f}")  # fmt: skip
     start = window(per_turn["redis"], points["start"], size)
     print(f"(turn {turns} / turn 1 = {ours / start:.2f})")
