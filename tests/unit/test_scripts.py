@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -39,3 +40,33 @@ def test_bench_api_parses_and_has_help() -> None:
     for option in ("--levels", "--runs", "--seconds", "--servers", "--stateless"):
         assert option in result.stdout
     assert "langgraph dev" in result.stdout
+
+
+def test_bench_checkpointers_child_runs_a_conversation_in_its_own_process() -> None:
+    """`make bench` runs each backend in a process of its own (`--child`): the protocol the
+    parent drives, on the in-memory saver (no server needed)."""
+    script = SCRIPTS[0].parent / "bench_checkpointers.py"
+    help_ = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert help_.returncode == 0, help_.stderr
+    assert "--interleaved" in help_.stdout and "--only" in help_.stdout
+    turns = 12
+    commands = ["calibrate", *(f"turn {t}" for t in range(1, turns + 1)), "finish"]
+    result = subprocess.run(
+        [sys.executable, str(script), "--child", "memory", "--turns", str(turns)],
+        input="".join(c + "\n" for c in commands),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0] == {"ready": "memory"} and lines[1 : 1 + turns + 1] == [{}] * (turns + 1)
+    measured = lines[-1]
+    assert len(lines) == len(commands) + 1
+    assert len(measured["per_turn"]) == turns and all(t > 0 for t in measured["per_turn"])
+    assert set(measured["stored"]) == {"10", "12"} and measured["stored"]["12"] > measured["stored"]["10"]
+    assert len(measured["written"]) == turns and measured["spent"] == []
+    assert measured["get_ms"] > 0 and measured["max_rss_mb"] > 0
