@@ -61,15 +61,30 @@ class NotReplicated(StoreUnavailable):
 
 @dataclass
 class HeldLease:
-    """A lease this process holds. ``token`` is the fencing token (None: not fenced)."""
+    """A lease this process holds. ``token`` is the fencing token (None: not fenced).
+
+    ``handed_off``: the body ended normally under ``hold(…, hand_off=True)`` and the lease is
+    still held, for its new owner to release (:meth:`RedisTurnLease.release`, or a store
+    script that deletes it in the same step as its own writes, which then sets ``released``).
+    """
 
     thread_id: str
     token: str | None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    handed_off: bool = False
+    released: bool = False
 
 
 class TurnLease(Protocol):
-    def hold(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[HeldLease]: ...
+    #: Lifetime of a lease in ms, for a store script that takes the lease itself (0: none can;
+    #: a process-local lease).
+    lease_ms: int
+
+    def hold(
+        self, thread_id: str, *, acquired: str | None = None, hand_off: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[HeldLease]: ...
+
+    async def release(self, held: HeldLease) -> None: ...
 
     async def ping(self) -> None: ...
 
@@ -95,18 +110,25 @@ class RedisTurnLease:
       return string.sub(id or '', 1, 12)
     end
     """
-    # KEYS[1] lease, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] counter ttl s.
-    # Returns the new token "<counter>.<epoch>", or false when the lease is held.
-    ACQUIRE = (
+    # acquire_lease(lease key, fence counter key, lease ms, counter ttl s): the new token
+    # "<counter>.<epoch>", or false when the lease is held. Also for scripts of other modules
+    # that take the lease in the same step as their own writes (the LangGraph API's run
+    # creation, :mod:`threadline.runs.records_redis`): one definition of a token.
+    ACQUIRE_FUNCTION = (
         _EPOCH
         + """
-    if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-    local token = redis.call('INCR', KEYS[2]) .. '.' .. epoch()
-    redis.call('EXPIRE', KEYS[2], ARGV[2])
-    redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-    return token
+    local function acquire_lease(lease, counter, lease_ms, counter_ttl)
+      if redis.call('EXISTS', lease) == 1 then return false end
+      local token = redis.call('INCR', counter) .. '.' .. epoch()
+      redis.call('EXPIRE', counter, counter_ttl)
+      redis.call('SET', lease, token, 'PX', lease_ms)
+      return token
+    end
     """
     )
+    # KEYS[1] lease, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] counter ttl s.
+    # Returns the new token "<counter>.<epoch>", or false when the lease is held.
+    ACQUIRE = ACQUIRE_FUNCTION + "return acquire_lease(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"
     # KEYS[1] lease; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token's epoch.
     # Returns 1 (renewed: a write to WAIT for), 0 (not our lease), -1 (another primary).
     CONFIRM = (
@@ -124,11 +146,16 @@ class RedisTurnLease:
     end
     return 0
     """
-    # KEYS[1] lease; ARGV[1] token. Returns 1 if it was ours and is now deleted.
-    RELEASE = """
-    if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-    return 0
+    # release_lease(lease key, token): deletes the lease if it is still the token's. Also for
+    # scripts of other modules that release it in the same step as their own writes.
+    RELEASE_FUNCTION = """
+    local function release_lease(lease, token)
+      if redis.call('GET', lease) == token then return redis.call('DEL', lease) end
+      return 0
+    end
     """
+    # KEYS[1] lease; ARGV[1] token. Returns 1 if it was ours and is now deleted.
+    RELEASE = RELEASE_FUNCTION + "return release_lease(KEYS[1], ARGV[1])"
 
     def __init__(
         self,
@@ -141,7 +168,7 @@ class RedisTurnLease:
         wait_timeout_ms: int = 1000,
     ) -> None:
         self._client = client
-        self._lease_ms = int(lease_seconds * 1000)
+        self._lease_ms = self.lease_ms = int(lease_seconds * 1000)
         self._wait = wait_seconds
         self._counter_ttl = counter_ttl_seconds
         self._wait_replicas = wait_replicas
@@ -159,15 +186,26 @@ class RedisTurnLease:
         return token.decode() if isinstance(token, bytes) else token
 
     @contextlib.asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[HeldLease]:
+    async def hold(
+        self, thread_id: str, *, acquired: str | None = None, hand_off: bool = False
+    ) -> AsyncIterator[HeldLease]:
         """Hold the thread's lease for the body; renewed in the background, released after.
+
+        Args:
+            acquired: the token of a lease already taken for this body by a store script
+                (:attr:`ACQUIRE_FUNCTION`): held from there, nothing is taken.
+            hand_off: when the body ends normally, stop renewing but do not release: the lease
+                is ``handed_off`` to the caller, who releases it (:meth:`release`, or a store
+                script in the same step as its own writes: one round trip less). A body that
+                raises releases it as usual.
 
         Raises:
             LeaseBusy: not free within ``wait_seconds``.
         """
         started = time.monotonic()
         delay = 0.01
-        while (token := await self._try_acquire(thread_id)) is None:
+        token = acquired
+        while token is None and (token := await self._try_acquire(thread_id)) is None:
             if time.monotonic() - started >= self._wait:
                 metrics.LEASE_CONFLICTS.inc()
                 raise LeaseBusy(thread_id)
@@ -178,16 +216,30 @@ class RedisTurnLease:
         metrics.LEASE_WAIT_SECONDS.observe(time.monotonic() - started)
         held = HeldLease(thread_id, token)
         renewer = asyncio.create_task(self._keep_renewed(held), name=f"lease-renew-{thread_id}")
+        handing_off = False
         try:
             yield held
             if self._wait_replicas:
                 await self._confirm_replicated(held)
+            handing_off = hand_off
         finally:
             renewer.cancel()
-            # The body may be ending because it was cancelled (client gone): stop the renewer and
-            # release anyway, in a task of its own that the cancellation cannot reach, or the
-            # next turn waits for the lease to expire.
-            await asyncio.shield(asyncio.ensure_future(self._stop_and_release(renewer, held)))
+            if handing_off:
+                # Still held; the renewer stops first, so no renewal lands after the new
+                # owner's release.
+                held.handed_off = True
+                await asyncio.shield(asyncio.ensure_future(asyncio.wait([renewer])))
+            else:
+                # The body may be ending because it was cancelled (client gone): stop the
+                # renewer and release anyway, in a task of its own that the cancellation
+                # cannot reach, or the next turn waits for the lease to expire.
+                await asyncio.shield(asyncio.ensure_future(self._stop_and_release(renewer, held)))
+
+    async def release(self, held: HeldLease) -> None:
+        """Release a lease handed off by :meth:`hold` (nothing if it was released already);
+        a failure is logged, and the lease expires by itself."""
+        if not held.released:
+            await self._release_quietly(held)
 
     async def _stop_and_release(self, renewer: asyncio.Task[None], held: HeldLease) -> None:
         """Wait for the cancelled renewer to end (so no renewal lands after the release), then
@@ -225,6 +277,7 @@ class RedisTurnLease:
     async def _release_quietly(self, held: HeldLease) -> None:
         try:
             await self._release(keys=[lease_key(held.thread_id)], args=[held.token])
+            held.released = True
         except Exception as exc:  # the lease expires by itself; a log line is enough
             log.warning(
                 "lease release failed", extra={"thread_id": held.thread_id, "error": type(exc).__name__}
@@ -251,6 +304,9 @@ class RedisTurnLease:
 class LocalTurnLease:
     """A process-local lock per thread, for backends without Redis. Not fenced."""
 
+    # No store script can take or release it.
+    lease_ms = 0
+
     def __init__(self, *, wait_seconds: float) -> None:
         self._wait = wait_seconds
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -258,8 +314,17 @@ class LocalTurnLease:
     async def ping(self) -> None:
         return None
 
+    async def release(self, held: HeldLease) -> None:
+        return None  # released when its hold ended: a local release costs nothing to defer
+
     @contextlib.asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[HeldLease]:
+    async def hold(
+        self, thread_id: str, *, acquired: str | None = None, hand_off: bool = False
+    ) -> AsyncIterator[HeldLease]:
+        """Hold the thread's lock for the body. ``acquired`` must be None (nothing takes this
+        lease but this method); ``hand_off`` is ignored: the lock is released when the body
+        ends, as releasing it later would save nothing."""
+        assert acquired is None, "a process-local lease cannot be taken by a store"
         lock, users = self._locks.get(thread_id, (asyncio.Lock(), 0))
         self._locks[thread_id] = (lock, users + 1)
         started = time.monotonic()
@@ -270,10 +335,12 @@ class LocalTurnLease:
                 metrics.LEASE_CONFLICTS.inc()
                 raise LeaseBusy(thread_id) from None
             metrics.LEASE_WAIT_SECONDS.observe(time.monotonic() - started)
+            held = HeldLease(thread_id, None)
             try:
-                yield HeldLease(thread_id, None)
+                yield held
             finally:
                 lock.release()
+                held.released = True
         finally:
             lock, users = self._locks[thread_id]
             if users == 1:

@@ -30,6 +30,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 
 from threadline.config import QuotaSettings, env_name
+from threadline.redis_client import is_cluster
 from threadline.redis_keys import principal_threads_key, thread_bytes_key
 
 
@@ -86,6 +87,19 @@ class RedisQuotas:
     redis.call('SET', KEYS[1], total, 'EX', ARGV[3])
     return total
     """
+    # ADD_BYTES and the activity mark in one step, where both keys are on one node (not on
+    # Redis Cluster): KEYS[1] thread's bytes, KEYS[2] principal's threads; ARGV[1..3] as
+    # ADD_BYTES, ARGV[4] thread id, ARGV[5] now ms, ARGV[6] ttl ms. The activity is marked
+    # even when the bytes are refused (see add_message_bytes).
+    ADD_BYTES_AND_MARK = """
+    redis.call('ZADD', KEYS[2], 'XX', ARGV[5], ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[6])
+    local total = tonumber(redis.call('GET', KEYS[1]) or '0') + tonumber(ARGV[1])
+    local limit = tonumber(ARGV[2])
+    if limit > 0 and total > limit then return -1 end
+    redis.call('SET', KEYS[1], total, 'EX', ARGV[3])
+    return total
+    """
 
     def __init__(
         self,
@@ -100,6 +114,8 @@ class RedisQuotas:
         self._clock = clock
         self._reserve = client.register_script(self.RESERVE)
         self._add_bytes = client.register_script(self.ADD_BYTES)
+        self._add_bytes_and_mark = client.register_script(self.ADD_BYTES_AND_MARK)
+        self._cluster = is_cluster(client)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -113,15 +129,19 @@ class RedisQuotas:
     async def add_message_bytes(self, principal: str, thread_id: str, n: int) -> None:
         limit = self._settings.thread_bytes
         bytes_key, key = thread_bytes_key(thread_id), principal_threads_key(principal)
-        # One round trip's wait (a LangGraph API run calls this once per run): the count, and
-        # the thread is active now, so it counts until ttl after this (its checkpoints live
-        # that long). The activity is marked even when the bytes are refused: the thread exists
-        # (XX) and its client just used it. Two slots on Redis Cluster, so not one script; and
-        # redis-py's cluster pipeline refuses scripts, so the two are sent side by side.
-        total, _ = await asyncio.gather(
-            self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl]),
-            self._mark_active(key, thread_id),
-        )
+        # One round trip (a LangGraph API run calls this once per run): the count, and the
+        # thread is active now, so it counts until ttl after this (its checkpoints live that
+        # long). The activity is marked even when the bytes are refused: the thread exists (XX)
+        # and its client just used it. Two slots on Redis Cluster, so not one script there;
+        # and redis-py's cluster pipeline refuses scripts, so the two are sent side by side.
+        if not self._cluster:
+            args = [n, limit, self._ttl, thread_id, self._now_ms(), self._ttl * 1000]
+            total = await self._add_bytes_and_mark(keys=[bytes_key, key], args=args)
+        else:
+            total, _ = await asyncio.gather(
+                self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl]),
+                self._mark_active(key, thread_id),
+            )
         if total < 0:
             raise QuotaExceeded(THREAD_BYTES, limit)
 

@@ -259,3 +259,59 @@ async def test_a_run_deleted_with_its_thread_is_not_set_running(store: RecordSto
         await store.set_run_status(t.thread_id, second.run_id, "running", ("metadata", b"{}"))
     assert await store.get_run(t.thread_id, second.run_id) is None
     assert await store.read_events(t.thread_id, second.run_id, None, 0) == []
+
+
+async def test_a_run_on_an_idle_thread_starts_with_the_lease_and_ends_releasing_it(redis_server) -> None:
+    """One round trip each way: ``create_and_start_run`` takes the thread's turn lease (a token
+    the saver's fencing accepts: the lease's own format) and marks the run running with its
+    first event; ``finish_run`` releases the lease and appends the run's last events before
+    its end. A run queued behind it gets no lease, and a lease that is not free is not taken."""
+    from threadline.lease import HeldLease, RedisTurnLease
+    from threadline.redis_keys import active_runs_key, lease_key
+
+    client = async_client(redis_server.url(5))
+    await client.flushdb()
+    store = RedisRecordStore(client, ttl_seconds=60)
+    lease = RedisTurnLease(client, lease_seconds=5, wait_seconds=0.2, counter_ttl_seconds=60)
+    try:
+        t = thread()
+        await store.create_thread(t)
+        run, second = run_on(t.thread_id), run_on(t.thread_id)
+        first, token = await store.create_and_start_run(
+            run, False, 5, "exec", lease_ms=lease.lease_ms, event=("metadata", b'{"attempt":1}')
+        )
+        assert first and token is not None and token.count(".") == 1
+        assert (await client.get(lease_key(t.thread_id))).decode() == token
+        assert (await store.get_run(t.thread_id, run.run_id)).status == "running"
+        assert [e.event for e in await store.read_events(t.thread_id, run.run_id, None, 0)] == ["metadata"]
+        assert await store.create_and_start_run(second, False, 5, "other", lease_ms=lease.lease_ms) == (
+            False,
+            None,
+        )
+        members = {m.decode() for m in await client.zrange(active_runs_key(), 0, -1)}
+        assert members == {f"{t.thread_id} {run.run_id}", f"{t.thread_id} {second.run_id}"}
+
+        held = HeldLease(t.thread_id, token, handed_off=True)
+        events = [("values", b'{"a":1}'), ("values", b'{"a":2}')]
+        assert await store.finish_run(
+            t.thread_id, run.run_id, "success", "idle", b'{"a":2}', "exec", events=events, lease=held
+        )
+        assert held.released and await client.get(lease_key(t.thread_id)) is None
+        logged = await store.read_events(t.thread_id, run.run_id, None, 0)
+        assert [(e.event, e.data) for e in logged][1:] == [*events, (END_EVENT, b'{"a":2}')]
+        assert {m.decode() for m in await client.zrange(active_runs_key(), 0, -1)} == {
+            f"{t.thread_id} {second.run_id}"
+        }
+
+        async with lease.hold(t.thread_id):  # a /v1 turn holds the lease: nothing is taken
+            other = thread()
+            await store.create_thread(other)
+            busy = run_on(other.thread_id)
+            await client.set(lease_key(other.thread_id), "someone", px=5000)
+            assert await store.create_and_start_run(busy, False, 5, "x", lease_ms=lease.lease_ms) == (
+                True,
+                None,
+            )
+            assert (await store.get_run(other.thread_id, busy.run_id)).status == "pending"
+    finally:
+        await client.aclose()

@@ -24,7 +24,10 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from threadline.lease import HeldLease
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
@@ -125,6 +128,26 @@ class RecordStore(Protocol):
         """
         ...
 
+    async def create_and_start_run(
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
+        lease_ms: int = 0,
+        event: tuple[str, bytes] = ("", b""),
+    ) -> tuple[bool, str | None]:
+        """:meth:`create_run`, and when the run heads the queue, ``lease_ms`` is not 0 and the
+        thread's turn lease is free, in the same step: take the lease for ``lease_ms`` (a fresh
+        fencing token, as :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run
+        ``running`` with ``event`` (name, data) its first event.
+
+        Returns:
+            Whether the run heads the queue, and the lease's token if it was taken (the caller
+            holds it from there: ``lease.hold(…, acquired=token)``).
+        """
+        ...
+
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None: ...
 
     async def runs_of(self, thread_id: str) -> list[RunRecord]:
@@ -159,17 +182,29 @@ class RecordStore(Protocol):
         result: bytes,
         executor: str | None = None,
         unless_cancelled: bool = False,
+        *,
+        events: list[tuple[str, bytes]] | None = None,
+        lease: HeldLease | None = None,
     ) -> bool:
         """Record the run's final status, take it off the queue, set the thread's status (if no
-        other run is queued) and append :data:`END_EVENT` with ``result``, in that order.
+        other run is queued), append :data:`END_EVENT` with ``result``, in that order, and drop
+        the run from :meth:`active_runs`.
 
         Only once: an ended run is left as it is. With ``executor``, only while the run's
         heartbeat is that executor's (or gone): an executor whose run was taken over by another
         replica cannot end it. Returns whether it ended the run.
 
+        Args:
+            events: events of the run not appended yet (name, data): appended first, in the
+                same step, unless the run ended or is another executor's.
+            lease: the thread's lease, handed off by its hold (``hand_off=True``): released
+                first in the same step where the store can (then ``lease.released``), whatever
+                the outcome; else left to the caller.
+
         Raises:
             CancelRequested: ``unless_cancelled`` and a cancel was accepted for the run (nothing
-                is recorded): a run that ends on its own as a cancel comes in is cancelled.
+                is recorded but ``events``): a run that ends on its own as a cancel comes in is
+                cancelled.
         """
         ...
 
@@ -177,6 +212,10 @@ class RecordStore(Protocol):
 
     async def append_event(self, thread_id: str, run_id: str, event: str, data: bytes) -> str:
         """Append one event; returns its id."""
+        ...
+
+    async def append_events(self, thread_id: str, run_id: str, events: list[tuple[str, bytes]]) -> None:
+        """Append several events (name, data) in order, in one round trip."""
         ...
 
     async def read_events(
@@ -289,6 +328,18 @@ class LocalRecordStore:
         self._threads[run.thread_id] = replace(thread, status="busy", updated_at=now_iso())
         return queue[0] == run.run_id
 
+    async def create_and_start_run(
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
+        lease_ms: int = 0,
+        event: tuple[str, bytes] = ("", b""),
+    ) -> tuple[bool, str | None]:
+        # The process-local lease is not this store's to take (lease_ms is 0 with it).
+        return await self.create_run(run, reject_if_busy, alive_seconds, executor), None
+
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         run = self._runs.get(thread_id, {}).get(run_id)
         return replace(run) if run else None
@@ -322,10 +373,15 @@ class LocalRecordStore:
         result: bytes,
         executor: str | None = None,
         unless_cancelled: bool = False,
+        *,
+        events: list[tuple[str, bytes]] | None = None,
+        lease: HeldLease | None = None,
     ) -> bool:
         run = self._runs.get(thread_id, {}).get(run_id)
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
             return False  # deleted with its thread, or already ended: left as it is
+        if events:
+            await self.append_events(thread_id, run_id, events)
         if unless_cancelled and run_id in self._cancel_actions:
             raise CancelRequested(self._cancel_actions[run_id])
         await self.set_run_status(thread_id, run_id, status)
@@ -352,6 +408,10 @@ class LocalRecordStore:
         async with condition:
             condition.notify_all()
         return entry.id
+
+    async def append_events(self, thread_id: str, run_id: str, events: list[tuple[str, bytes]]) -> None:
+        for event, data in events:
+            await self.append_event(thread_id, run_id, event, data)
 
     async def read_events(
         self, thread_id: str, run_id: str, after: str | None, wait_seconds: float

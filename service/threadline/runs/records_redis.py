@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
+from threadline.lease import HeldLease, RedisTurnLease
+from threadline.redis_client import is_cluster
 from threadline.redis_keys import (
     active_runs_key,
+    fence_counter_key,
+    lease_key,
     owner_threads_key,
     run_cancel_key,
     run_end_key,
@@ -84,42 +89,73 @@ class RedisRecordStore:
     redis.call('EXPIRE', KEYS[1], ARGV[1])
     return 1
     """
-    # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat;
-    # ARGV[1] reject (1/0), ARGV[2] run id, ARGV[3] created ms, ARGV[4] ttl, ARGV[5] now,
-    # ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as in BEAT),
-    # ARGV[8..] run fields. Returns 2 queued at the head of the queue (its turn now), 1 queued
-    # behind another run, 0 rejected (thread has an active run), -1 no such thread. The
-    # heartbeat is set with the run, naming its executor: nobody may take it for an orphan
-    # before its executor starts, and one round trip does both.
-    CREATE_RUN = """
+    # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat,
+    # KEYS[6] events, KEYS[7] lease, KEYS[8] fence counter, KEYS[9] (not on Redis Cluster) the
+    # active-run index; ARGV[1] reject (1/0), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
+    # ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
+    # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
+    # ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12..] run fields.
+    # Returns -1 no such thread, 0 rejected (thread has an active run), 1 queued behind another
+    # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
+    # and the thread's lease is free: the lease's new token, the lease taken (as
+    # RedisTurnLease would) and the run "running" with its first event — one round trip for
+    # what took three. The heartbeat is set with the run, naming its executor: nobody may take
+    # it for an orphan before its executor starts. The active-run index is written before the
+    # run is queued (same step here; before it, on Cluster, where it is another slot).
+    CREATE_RUN = (
+        RedisTurnLease.ACQUIRE_FUNCTION
+        + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
     if ARGV[1] == '1' and redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
+    if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 8))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 12))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
     for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[4]) end
     if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[6]) end
-    if redis.call('ZCARD', KEYS[3]) == 1 then return 2 end
-    return 1
+    if redis.call('ZCARD', KEYS[3]) ~= 1 then return 1 end
+    if ARGV[8] == '0' then return 2 end
+    local token = acquire_lease(KEYS[7], KEYS[8], ARGV[8], ARGV[4])
+    if not token then return 2 end
+    redis.call('HSET', KEYS[4], 'status', 'running')
+    redis.call('XADD', KEYS[6], '*', 'e', ARGV[9], 'd', ARGV[10])
+    redis.call('EXPIRE', KEYS[6], ARGV[4])
+    return token
     """
+    )
     # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end,
-    # KEYS[6] heartbeat, KEYS[7] cancel requests; ARGV[1] run id, ARGV[2] run status,
-    # ARGV[3] thread status, ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7] end event name,
-    # ARGV[8] TTL of the events from now on, ARGV[9] executor ('' : any), ARGV[10] '1': not if
-    # a cancel was requested. The status is written before the end event: a client that sees
-    # the end and then reads the run sees it finished. A deleted or ended run is left as it is,
-    # and so is a run another executor took over (returns 0); with ARGV[10], a run a cancel was
-    # requested for (returns the cancel's action).
-    FINISH_RUN = """
+    # KEYS[6] heartbeat, KEYS[7] cancel requests, KEYS[8] lease, KEYS[9] (not on Redis
+    # Cluster) the active-run index; ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status,
+    # ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of the
+    # events from now on, ARGV[9] executor ('' : any), ARGV[10] '1': not if a cancel was
+    # requested, ARGV[11] the executor's lease token ('': none), ARGV[12] the run's active-index
+    # member, ARGV[13..] events the executor has not appended yet (name, data, …).
+    # First the lease is released if it is still the token's (what the executor did in a round
+    # trip of its own just before: a refused end changes nothing about it). A deleted or ended
+    # run is left as it is, and so is a run another executor took over (returns 0; their
+    # events are dropped); else the events are appended, then, with ARGV[10], a run a cancel
+    # was requested for is left running (returns the cancel's action). Else the status is
+    # written before the end event: a client that sees the end and then reads the run sees it
+    # finished; and the run leaves the active-run index (on Cluster the caller does that).
+    FINISH_RUN = (
+        RedisTurnLease.RELEASE_FUNCTION
+        + """
+    if ARGV[11] ~= '' then release_lease(KEYS[8], ARGV[11]) end
     local st = redis.call('HGET', KEYS[3], 'status')
-    if not st or (st ~= 'pending' and st ~= 'running') then
-      if not st then redis.call('ZREM', KEYS[2], ARGV[1]) end
+    if not st then
+      redis.call('ZREM', KEYS[2], ARGV[1])
+      if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[12]) end
       return 0
     end
+    if st ~= 'pending' and st ~= 'running' then return 0 end
     local hb = redis.call('GET', KEYS[6])
     if ARGV[9] ~= '' and hb and hb ~= ARGV[9] then return 0 end
+    if #ARGV > 12 then
+      for i = 13, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
+      redis.call('EXPIRE', KEYS[4], ARGV[5])
+    end
     if ARGV[10] == '1' then
       local action = redis.call('LINDEX', KEYS[7], 0)
       if action then return action end
@@ -134,8 +170,10 @@ class RedisRecordStore:
     redis.call('XADD', KEYS[5], '*', 'd', ARGV[6])
     for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
     redis.call('EXPIRE', KEYS[4], ARGV[8])
+    if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[12]) end
     return 1
     """
+    )
 
     # KEYS[1] run, KEYS[2] cancel requests; ARGV[1] action, ARGV[2] ttl. Only while the run is
     # active: a cancel either comes before the run's end (which FINISH_RUN then refuses) or is
@@ -180,6 +218,11 @@ class RedisRecordStore:
     def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
         self._client = client
         self._ttl = ttl_seconds
+        # On one Redis (or Sentinel) the global active-run index goes in the run scripts; on a
+        # Cluster it lives in another slot, so it costs a command of its own.
+        self._cluster = is_cluster(client)
+        self._cancel_waits: dict[tuple[str, str], _CancelWait] = {}
+        self._cancel_poller: asyncio.Task[None] | None = None
         self._create_thread = client.register_script(self.CREATE_THREAD)
         self._update_thread = client.register_script(self.UPDATE_THREAD)
         self._create_run = client.register_script(self.CREATE_RUN)
@@ -267,16 +310,33 @@ class RedisRecordStore:
         alive_seconds: float | None = None,
         executor: str = "",
     ) -> bool:
-        # Indexed before it is queued (a crash in between leaves an index entry the sweep
-        # drops, never a queued run no sweep can find). The index is one global key, outside
-        # the thread's hash tag, so it cannot go in the script (Redis Cluster).
-        await self._client.zadd(active_runs_key(), {f"{run.thread_id} {run.run_id}": _score(run.created_at)})
+        first, _ = await self.create_and_start_run(run, reject_if_busy, alive_seconds, executor)
+        return first
+
+    async def create_and_start_run(
+        self,
+        run: RunRecord,
+        reject_if_busy: bool,
+        alive_seconds: float | None = None,
+        executor: str = "",
+        lease_ms: int = 0,
+        event: tuple[str, bytes] = ("", b""),
+    ) -> tuple[bool, str | None]:
+        member = f"{run.thread_id} {run.run_id}"
+        if self._cluster:
+            # Indexed before it is queued (a crash in between leaves an index entry the sweep
+            # drops, never a queued run no sweep can find).
+            await self._client.zadd(active_runs_key(), {member: _score(run.created_at)})
         keys = [
             thread_record_key(run.thread_id),
             runs_index_key(run.thread_id),
             run_queue_key(run.thread_id),
             run_key(run.thread_id, run.run_id),
             run_heartbeat_key(run.thread_id, run.run_id),
+            run_events_key(run.thread_id, run.run_id),
+            lease_key(run.thread_id),
+            fence_counter_key(run.thread_id),
+            *([] if self._cluster else [active_runs_key()]),
         ]
         created = await self._create_run(
             keys=keys,
@@ -288,14 +348,19 @@ class RedisRecordStore:
                 run.created_at,
                 int(alive_seconds * 1000) if alive_seconds else 0,
                 executor,
+                lease_ms,
+                *event,
+                member,
                 *_run_fields(run),
             ],
         )
+        if isinstance(created, bytes):
+            return True, created.decode()
         if created == -1:
             raise KeyError(run.thread_id)
         if created == 0:
             raise RunRejected(run.thread_id)
-        return created == 2
+        return created == 2, None
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         return _run(await self._client.hgetall(run_key(thread_id, run_id)))
@@ -344,7 +409,11 @@ class RedisRecordStore:
         result: bytes,
         executor: str | None = None,
         unless_cancelled: bool = False,
+        *,
+        events: list[tuple[str, bytes]] | None = None,
+        lease: HeldLease | None = None,
     ) -> bool:
+        member = f"{thread_id} {run_id}"
         keys = [
             thread_record_key(thread_id),
             run_queue_key(thread_id),
@@ -353,7 +422,10 @@ class RedisRecordStore:
             run_end_key(thread_id, run_id),
             run_heartbeat_key(thread_id, run_id),
             run_cancel_key(thread_id, run_id),
+            lease_key(thread_id),
+            *([] if self._cluster else [active_runs_key()]),
         ]
+        token = lease.token if lease is not None and not lease.released and lease.token else ""
         finished = await self._finish_run(
             keys=keys,
             args=[
@@ -367,10 +439,17 @@ class RedisRecordStore:
                 min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
                 executor or "",
                 "1" if unless_cancelled else "0",
+                token,
+                member,
+                *(part for event in events or () for part in event),
             ],
         )
+        if token:
+            lease.released = True  # type: ignore[union-attr]
         if isinstance(finished, bytes):
             raise CancelRequested(_cancel_action(finished))
+        if finished and self._cluster:
+            await self.forget_active(thread_id, run_id)
         return bool(finished)
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
@@ -392,6 +471,14 @@ class RedisRecordStore:
             pipe.expire(key, self._ttl)
             entry_id, _ = await pipe.execute()
         return _text(entry_id)
+
+    async def append_events(self, thread_id: str, run_id: str, events: list[tuple[str, bytes]]) -> None:
+        key = run_events_key(thread_id, run_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for event, data in events:
+                pipe.xadd(key, {"e": event, "d": data})
+            pipe.expire(key, self._ttl)
+            await pipe.execute()
 
     async def read_events(
         self, thread_id: str, run_id: str, after: str | None, wait_seconds: float
@@ -441,15 +528,54 @@ class RedisRecordStore:
 
     async def wait_cancel(self, thread_id: str, run_id: str) -> str:
         # Polled, not BLPOPed: a run ends by cancelling this wait, and cancelling a blocking
-        # command makes redis-py drop its connection (a reconnect per run). A cancel is seen
-        # within CANCEL_POLL_SECONDS.
-        # The first look comes after one interval: most runs end before it (a run of the
-        # benchmark's graph takes ~9 ms), which saves a command per run.
-        key = run_cancel_key(thread_id, run_id)
-        while True:
+        # command makes redis-py drop its connection (a reconnect per run). One poller per
+        # process looks for every waiting run's request in one round trip every
+        # CANCEL_POLL_SECONDS: with a LINDEX per run, runs that outlived one interval (all of
+        # them at concurrency 32 in make bench-api, where a run takes ~200 ms) cost a round
+        # trip each per interval. A cancel is seen within CANCEL_POLL_SECONDS.
+        loop = asyncio.get_running_loop()
+        key = (thread_id, run_id)
+        wait = self._cancel_waits.get(key)
+        if wait is None or wait.found.get_loop() is not loop:
+            wait = self._cancel_waits[key] = _CancelWait(loop.create_future())
+        wait.waiters += 1
+        poller = self._cancel_poller
+        if poller is None or poller.done() or poller.get_loop() is not loop:
+            self._cancel_poller = loop.create_task(self._poll_cancels(), name="run-cancel-poller")
+        try:
+            # Shielded: one waiter going away must not cancel the others' future.
+            return await asyncio.shield(wait.found)
+        finally:
+            wait.waiters -= 1
+            if not wait.waiters and self._cancel_waits.get(key) is wait:
+                del self._cancel_waits[key]
+
+    async def _poll_cancels(self) -> None:
+        """Until no run waits: every CANCEL_POLL_SECONDS, the first cancel request of every
+        waiting run, in one pipeline. A store that fails is waited out (the runs go on)."""
+        while self._cancel_waits:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
-            if (action := await self._client.lindex(key, 0)) is not None:
-                return _cancel_action(action)
+            waits = [(key, wait) for key, wait in self._cancel_waits.items() if not wait.found.done()]
+            if not waits:
+                continue
+            try:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for (thread_id, run_id), _ in waits:
+                        pipe.lindex(run_cancel_key(thread_id, run_id), 0)
+                    actions = await pipe.execute()
+            except Exception:  # Redis away (restarting): the next poll may get through
+                continue
+            for (_, wait), action in zip(waits, actions, strict=True):
+                if action is not None and not wait.found.done():
+                    wait.found.set_result(_cancel_action(action))
+
+
+@dataclass
+class _CancelWait:
+    """Runs waiting for one run's cancel request: the action once found, and how many wait."""
+
+    found: asyncio.Future[str]
+    waiters: int = 0
 
 
 def _cancel_action(stored: bytes) -> str:

@@ -28,6 +28,7 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessageChunk, ToolMessage, message_chunk_to_message
@@ -86,6 +87,11 @@ STORE_RETRY_SECONDS = 0.1
 STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned a result"
 # ... at most this many times in a row (about a minute), then the run ends as an error.
 STORE_RETRIES = 60
+# A run's events reach the store at most this long after they happen, every event of that
+# window in one round trip, and the last ones with the run's end (FINISH_RUN): the benchmark
+# graph's three `values` events took three round trips, now one or none. A client streaming the
+# run sees them this much later, where a token of a model takes 20-50 ms.
+EVENT_FLUSH_SECONDS = 0.005
 
 
 def _store_failures() -> tuple[type[Exception], ...]:
@@ -198,12 +204,15 @@ class Runs:
         executor = uuid.uuid4().hex
         try:
             # Alive as it is queued, its heartbeat naming its executor: nobody may take it for
-            # an orphan before its executor starts.
-            first = await self.records.create_run(
+            # an orphan before its executor starts. On an idle thread it also takes the turn
+            # lease and starts running, in the same round trip.
+            first, token = await self.records.create_and_start_run(
                 run,
                 reject_if_busy=strategy == "reject",
                 alive_seconds=self.heartbeat_seconds,
                 executor=executor,
+                lease_ms=self.lease.lease_ms,
+                event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             )
         except RunRejected:
             with contextlib.suppress(Exception):  # else dropped by the next sweep
@@ -215,7 +224,7 @@ class Runs:
             with contextlib.suppress(Exception):
                 await self.records.forget_active(thread_id, run.run_id)
             raise NotFound("thread") from None
-        self._start(run, assistant, executor, 1, first=first)
+        self._start(run, assistant, executor, 1, first=first, token=token)
         return run
 
     def _check_rollback(self, field: str) -> None:
@@ -242,10 +251,17 @@ class Runs:
     # -- execute --
 
     def _start(
-        self, run: RunRecord, assistant: Assistant, executor: str, attempt: int, first: bool = False
+        self,
+        run: RunRecord,
+        assistant: Assistant,
+        executor: str,
+        attempt: int,
+        first: bool = False,
+        token: str | None = None,
     ) -> None:
+        turn = _Turn(_EventLog(self.records, run), token)
         task = asyncio.create_task(
-            self._execute(run, assistant, executor, attempt, first), name=f"run-{run.run_id}-{attempt}"
+            self._execute(run, assistant, executor, attempt, turn, first), name=f"run-{run.run_id}-{attempt}"
         )
         self._tasks.add(task)
         # One future per executor: a run taken over here from an executor of this process
@@ -266,12 +282,18 @@ class Runs:
         task.add_done_callback(done)
 
     async def _execute(
-        self, run: RunRecord, assistant: Assistant, executor: str, attempt: int, first: bool = False
+        self,
+        run: RunRecord,
+        assistant: Assistant,
+        executor: str,
+        attempt: int,
+        turn: _Turn,
+        first: bool = False,
     ) -> None:
         """Run to the end or until cancelled; finishes the run's records unless the run was
         taken over by another executor (or is left for one: this process is stopping)."""
         body = asyncio.create_task(
-            self._run_in_turn(run, assistant, attempt, first), name=f"run-body-{run.run_id}"
+            self._run_in_turn(run, assistant, attempt, turn, first), name=f"run-body-{run.run_id}"
         )
         cancel = asyncio.create_task(self._wait_cancel(run))
         heart = asyncio.create_task(self._keep_beating(run, executor))
@@ -285,25 +307,31 @@ class Runs:
                     await body
                 if heart.done():  # another executor holds the run now
                     raise _GiveUp(run.run_id)
-                status, thread_status, result = await self._cancelled(run, assistant, cancel.result())
+                status, thread_status, result = await self._cancelled(run, assistant, cancel.result(), turn)
             else:
                 status, thread_status, result = body.result()
                 try:
                     # Ended on its own, unless a cancel was accepted meanwhile (within the last
                     # poll of its end): an accepted cancel always wins.
                     await asyncio.shield(
-                        self._finish(run, status, thread_status, result, executor, unless_cancelled=True)
+                        self._finish(
+                            run, status, thread_status, result, executor, unless_cancelled=True, turn=turn
+                        )
                     )
                     finish = False
                 except CancelRequested as request:
-                    status, thread_status, result = await self._cancelled(run, assistant, request.action)
+                    status, thread_status, result = await self._cancelled(
+                        run, assistant, request.action, turn
+                    )
         except _RunGone:  # deleted with its thread: nothing to record
             finish = False
         except _GiveUp:
             # Taken over, or fenced off the thread (paused, or a stalled event loop missed its
-            # lease renewals): nothing to record here. In the second case the heartbeat is still
+            # lease renewals): nothing to record here, not even its last events (the run's
+            # owner streams from its checkpoint on). In the second case the heartbeat is still
             # ours: let it lapse now, so a sweep takes the run over in <= 0.5 s instead of a TTL.
             finish = False
+            turn.events.drop()
             if not heart.done():
                 with contextlib.suppress(Exception):
                     await self.records.beat(run.thread_id, run.run_id, 0.001, executor)
@@ -311,8 +339,11 @@ class Runs:
             body.cancel()
             if self.records.shared:
                 # Handed over: the heartbeat lapses now instead of in a TTL, and the next sweep
-                # (on another replica) finishes the run from its last checkpoint.
+                # (on another replica) finishes the run from its last checkpoint; the events so
+                # far go first.
                 finish = False
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(turn.events.flush())
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.records.beat(run.thread_id, run.run_id, 0.001, executor))
             else:
@@ -325,15 +356,26 @@ class Runs:
         except Exception as exc:
             log.exception("run failed outside the graph", extra={"run_id": run.run_id})
             error = wire.error_body(exc)
-            with contextlib.suppress(Exception):
-                await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+            turn.events.add("error", error, check=False)
             result = wire.dumps({"__error__": error})
         finally:
             cancel.cancel()
             heart.cancel()
             if finish:
                 # Shielded: the records must say the run ended even when this task is cancelled.
-                await asyncio.shield(self._finish(run, status, thread_status, result, executor))
+                await asyncio.shield(self._finish(run, status, thread_status, result, executor, turn=turn))
+            # A lease no end released (not recorded, or the store failed): released here.
+            await asyncio.shield(self._let_go(run, turn))
+
+    async def _let_go(self, run: RunRecord, turn: _Turn) -> None:
+        """Release what the attempt still holds of the thread's lease: a lease taken with the
+        run that its body never held (cancelled before it started), or a lease handed off by
+        the body that no :meth:`_finish` released."""
+        if turn.token is not None:
+            token, turn.token = turn.token, None
+            await self.lease.release(HeldLease(run.thread_id, token))
+        if turn.held is not None and turn.held.handed_off and not turn.held.released:
+            await self.lease.release(turn.held)
 
     async def _wait_cancel(self, run: RunRecord) -> str:
         """The run's cancel action, once requested; a store that fails meanwhile (Redis
@@ -385,8 +427,10 @@ class Runs:
             assistant = self.assistants.get(run.assistant_id)
         except NotFound:  # this replica does not serve the run's graph (a mixed rollout)
             error = {"error": "GraphNotFound", "message": f"graph {run.assistant_id!r} is not served"}
-            await self.records.append_event(thread_id, run_id, "error", wire.dumps(error))
-            await self._finish(run, "error", "error", wire.dumps({"__error__": error}), executor)
+            events = [("error", wire.dumps(error))]
+            await self._finish(
+                run, "error", "error", wire.dumps({"__error__": error}), executor, events=events
+            )
             return True
         self._start(run, assistant, executor, attempt)
         return True
@@ -422,15 +466,29 @@ class Runs:
         result: bytes,
         executor: str,
         unless_cancelled: bool = False,
+        turn: _Turn | None = None,
+        events: list[tuple[str, bytes]] | None = None,
     ) -> bool:
-        """Record the run's end; False if another executor holds it or the store failed.
+        """Record the run's end, with the attempt's events not appended yet (or ``events``) and
+        the release of its lease (``turn``); False if another executor holds it or the store
+        failed.
 
         Raises:
             CancelRequested: ``unless_cancelled`` and a cancel was accepted for the run.
         """
         try:
+            if turn is not None:
+                events = await turn.events.take()
             finished = await self.records.finish_run(
-                run.thread_id, run.run_id, status, thread_status, result, executor, unless_cancelled
+                run.thread_id,
+                run.run_id,
+                status,
+                thread_status,
+                result,
+                executor,
+                unless_cancelled,
+                events=events,
+                lease=turn.held if turn is not None else None,
             )
         except CancelRequested:
             raise
@@ -445,8 +503,6 @@ class Runs:
         # Recorded: a joiner in this process has the result without asking the store.
         if (local := self._results.get(run.run_id)) is not None and not local.done():
             local.set_result(result)
-        with contextlib.suppress(Exception):  # else dropped by the next sweep
-            await self.records.forget_active(run.thread_id, run.run_id)
         if run.kwargs.get("stateless") and run.kwargs.get("on_completion", "delete") == "delete":
             asyncio.get_running_loop().call_later(
                 STATELESS_GRACE_SECONDS,
@@ -458,13 +514,14 @@ class Runs:
         with contextlib.suppress(Exception):
             await self.threads.delete(owner, thread_id)
 
-    async def _cancelled(self, run: RunRecord, assistant: Assistant, action: str) -> tuple[str, str, bytes]:
+    async def _cancelled(
+        self, run: RunRecord, assistant: Assistant, action: str, turn: _Turn
+    ) -> tuple[str, str, bytes]:
         error = {"error": "UserInterrupt", "message": "the run was cancelled"}
         if action == "rollback":
             error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
         # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
-        with contextlib.suppress(Exception):
-            await self.records.append_event(run.thread_id, run.run_id, "error", wire.dumps(error))
+        turn.events.add("error", error, check=False)
         await self._settle(run, assistant, action)
         # The run stopped mid-step: its unfinished step is not an interrupt the client must
         # answer, so the thread is idle unless it already waited at one.
@@ -489,7 +546,7 @@ class Runs:
                 continue  # its dead or paused executor's lease: wait until it expires
 
     async def _run_in_turn(
-        self, run: RunRecord, assistant: Assistant, attempt: int, first: bool = False
+        self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
         """Wait for the run's turn (head of the queue, then the lease), run it, and return
         ``(run status, thread status, result)``. ``first``: it headed the queue when created
@@ -500,7 +557,7 @@ class Runs:
         for retry in range(STORE_RETRIES + 1):
             try:
                 # After a store failure the queue is read again (the run may be gone).
-                return await self._run_when_first(run, assistant, attempt, first and retry == 0)
+                return await self._run_when_first(run, assistant, attempt, turn, first and retry == 0)
             except _store_failures() as exc:
                 if retry == STORE_RETRIES:
                     raise
@@ -514,7 +571,7 @@ class Runs:
         raise AssertionError("unreachable")
 
     async def _run_when_first(
-        self, run: RunRecord, assistant: Assistant, attempt: int, first: bool = False
+        self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
         delay = QUEUE_POLL_SECONDS
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
@@ -525,23 +582,29 @@ class Runs:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
         while True:
+            # Taken with the run (create_and_start_run), which is "running" with its first
+            # event already; adopted before the first await, so _let_go knows it is held here.
+            token, turn.token = turn.token, None
             try:
-                async with self.lease.hold(run.thread_id) as held:
-                    # "running" and the run's first event in one step; a run deleted with its
-                    # thread meanwhile is not run (its checkpoints would come back).
-                    metadata = wire.dumps({"run_id": run.run_id, "attempt": attempt})
-                    try:
-                        await self.records.set_run_status(
-                            run.thread_id, run.run_id, "running", ("metadata", metadata)
-                        )
-                    except KeyError:
-                        raise _RunGone(run.run_id) from None
-                    return await self._run_graph(run, assistant, held, attempt)
+                # Handed off at the end: FINISH_RUN releases it (one round trip less).
+                async with self.lease.hold(run.thread_id, acquired=token, hand_off=True) as held:
+                    turn.held = held
+                    if token is None:
+                        # "running" and the run's first event in one step; a run deleted with
+                        # its thread meanwhile is not run (its checkpoints would come back).
+                        metadata = wire.dumps({"run_id": run.run_id, "attempt": attempt})
+                        try:
+                            await self.records.set_run_status(
+                                run.thread_id, run.run_id, "running", ("metadata", metadata)
+                            )
+                        except KeyError:
+                            raise _RunGone(run.run_id) from None
+                    return await self._run_graph(run, assistant, held, attempt, turn.events)
             except LeaseBusy:
                 continue  # a /v1 turn on this thread: wait for it
 
     async def _run_graph(
-        self, run: RunRecord, assistant: Assistant, held: HeldLease, attempt: int
+        self, run: RunRecord, assistant: Assistant, held: HeldLease, attempt: int, events: _EventLog
     ) -> tuple[str, str, bytes]:
         kwargs = run.kwargs
         graph = assistant.graph
@@ -557,7 +620,7 @@ class Runs:
                 graph_input = None
         config = _run_config(run, assistant, held.token, from_latest=resumed)
         requested = list(kwargs.get("stream_mode") or ["values"])
-        emit = _Emitter(self.records, run, requested)  # "metadata" went with "running"
+        emit = _Emitter(events, requested)  # "metadata" went with "running"
         deadline = asyncio.timeout(self.timeout_seconds)
         try:
             try:
@@ -747,9 +810,12 @@ class Runs:
         """Stop the sweep and cancel the executors still running (at shutdown, after the
         drain); with shared records their runs are handed over to the other replicas."""
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            # Cancelled until it stops: Python 3.11's asyncio.wait_for (redis-py writes every
+            # command under one) can swallow a cancellation that lands as its inner write ends,
+            # and the sweep then goes on: 2 shutdowns in 16 hung here, found by a benchmark.
+            while not self._sweeper.done():
+                self._sweeper.cancel()
+                await asyncio.wait([self._sweeper], timeout=0.1)
             self._sweeper = None
         for task in list(self._tasks):
             task.cancel()
@@ -916,13 +982,90 @@ async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> A
             yield (), "events", event
 
 
-class _Emitter:
-    """Turns graph stream parts into the API's events (names and payloads as langgraph-api's)
-    and appends them to the run's event log."""
+@dataclass
+class _Turn:
+    """What one executor attempt holds: its run's events on their way to the store, the lease
+    token taken with the run (until the body holds it), and the lease the body handed off."""
 
-    def __init__(self, records: RecordStore, run: RunRecord, requested: list[str]) -> None:
+    events: _EventLog
+    token: str | None = None
+    held: HeldLease | None = None
+
+
+class _EventLog:
+    """A run's events on their way to the store, in order: appended at most
+    :data:`EVENT_FLUSH_SECONDS` after they happen, all of that window in one round trip; what
+    is left when the run ends goes with its end (:meth:`take`, then ``finish_run``)."""
+
+    def __init__(self, records: RecordStore, run: RunRecord) -> None:
         self.records = records
         self.run = run
+        self._pending: list[tuple[str, bytes]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self._failed: Exception | None = None
+
+    def add(self, event: str, data: Any, check: bool = True) -> None:
+        """Queue an event (``data`` is JSON-encoded here).
+
+        Raises:
+            The store error an earlier append met (with ``check``): the run's store-failure
+            handling takes over, as when the append itself failed; its events are kept.
+        """
+        if check and self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+        self._pending.append((event, wire.dumps(data)))
+        if self._timer is None and self._flushing is None:
+            self._timer = asyncio.get_running_loop().call_later(EVENT_FLUSH_SECONDS, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.create_task(self._flush(), name=f"run-events-{self.run.run_id}")
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await self.records.append_events(self.run.thread_id, self.run.run_id, batch)
+                except Exception as exc:  # sent again with the next flush or the run's end
+                    self._pending[:0] = batch
+                    self._failed = exc
+                    return
+        finally:
+            self._flushing = None
+
+    async def take(self) -> list[tuple[str, bytes]]:
+        """The events not appended yet, once the append in flight is done; nothing more is
+        appended by this log unless :meth:`add` is called again."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushing is not None:
+            await asyncio.wait([self._flushing])
+        pending, self._pending = self._pending, []
+        return pending
+
+    async def flush(self) -> None:
+        """Append every event now."""
+        if events := await self.take():
+            await self.records.append_events(self.run.thread_id, self.run.run_id, events)
+
+    def drop(self) -> None:
+        """Forget the events not appended yet (an append in flight still lands)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending = []
+
+
+class _Emitter:
+    """Turns graph stream parts into the API's events (names and payloads as langgraph-api's)
+    and queues them on the run's event log."""
+
+    def __init__(self, events: _EventLog, requested: list[str]) -> None:
+        self.events = events
         self.requested = set(requested)
         self.messages: dict[str, BaseMessageChunk] = {}
         self.last_values: Any = None
@@ -930,7 +1073,7 @@ class _Emitter:
         self.paused = False
 
     async def __call__(self, event: str, data: Any) -> None:
-        await self.records.append_event(self.run.thread_id, self.run.run_id, event, wire.dumps(data))
+        self.events.add(event, data)
 
     async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
         suffix = "|" + "|".join(ns) if ns else ""
