@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,31 +94,28 @@ def _closed_under_the_write_is_a_connection_error() -> None:
 _closed_under_the_write_is_a_connection_error()
 
 
-class _AsyncioWithCancellableWaitFor:
-    """The ``asyncio`` module as redis-py's connection module sees it, with Python 3.12's
-    ``wait_for`` (a timeout scope in the caller's task) in place of 3.11's.
+async def _cancellable_wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109 (its signature)
+    """Python 3.12's ``asyncio.wait_for``: a timeout scope in the caller's task.
 
-    3.11's ``wait_for`` runs the awaitable in a task of its own and, when the caller is
-    cancelled just as that task completes, returns its result instead of raising
-    ``CancelledError`` (CPython gh-86296, fixed in 3.12). redis-py wraps every command's write
-    in it, so a task cancelled while it talks to Redis often goes on: measured here, a loop of
-    GETs ignored 994 of 2000 cancels. That left a lease renewer running after its turn had
-    ended (the turn waited for it forever, holding the thread), cancel pollers and heartbeats
-    running after their run, and a cancelled run going on to its end. The image's Python is
-    Debian bookworm's 3.11, hence the fix here rather than a newer Python.
+    3.11's runs the awaitable in a task of its own and, when the caller is cancelled just as
+    that task completes, returns its result instead of raising ``CancelledError`` (CPython
+    gh-86296, fixed in 3.12). redis-py wraps every command's write in it, so a task cancelled
+    while it talks to Redis often goes on: measured here, a loop of GETs ignored 994 of 2000
+    cancels. That left a lease renewer running after its turn had ended (the turn waited for
+    it forever, holding the thread), cancel pollers and heartbeats running after their run, and
+    a cancelled run going on to its end. The image's Python is Debian bookworm's 3.11, hence
+    the fix here rather than a newer Python.
     """
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(asyncio, name)
-
-    @staticmethod
-    async def wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109 (its signature)
-        async with asyncio.timeout(timeout):
-            return await awaitable
+    async with asyncio.timeout(timeout):
+        return await awaitable
 
 
 if sys.version_info < (3, 12):
-    redis_async_connection.asyncio = _AsyncioWithCancellableWaitFor()  # type: ignore[assignment]
+    # redis-py's connection module sees an ``asyncio`` whose only difference is ``wait_for``; a
+    # namespace (not a ``__getattr__`` proxy), as it looks ``asyncio.*`` up on every command.
+    redis_async_connection.asyncio = types.SimpleNamespace(  # type: ignore[assignment]
+        **{**vars(asyncio), "wait_for": _cancellable_wait_for}
+    )
 
 
 CONNECT_TIMEOUT = 2.0
