@@ -14,6 +14,7 @@ keep-alive connections close after ``HTTP_KEEPALIVE_SECONDS``. Body limits are t
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from types import FrameType
@@ -139,8 +140,26 @@ def uvicorn_config(app, settings: Settings, host: str, port: int) -> uvicorn.Con
     )
 
 
+# Objects allocated since the last collection that trigger the next one (CPython's default is
+# 700). A run allocates thousands of short-lived containers, and at concurrency 32 the young
+# generation's survivors are the runs in flight: with the default, collections cost ~0.5 ms of
+# CPU per LangGraph API run (8 % at concurrency 32 in `make bench-api`); with 10,000, ~0.05 ms.
+# Cyclic garbage waits longer to be freed: at most ~10,000 objects' worth, a few MB.
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_the_heap() -> None:
+    """Once start-up is done: move what it allocated (modules, the graphs; ~150,000 objects)
+    out of the collector's sight, since it lives as long as the process, and collect the young
+    generation less often (:data:`GC_YOUNG_THRESHOLD`)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
 def serve(settings: Settings, host: str, port: int) -> None:
     app = create_app(settings)
+    settle_the_heap()
     if settings.server.metrics_port is not None:
         # Its own port, so the API port (and an Ingress routing `/` to it) never exposes it.
         prometheus_client.start_http_server(settings.server.metrics_port, addr=host)

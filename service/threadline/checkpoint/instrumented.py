@@ -27,7 +27,6 @@ import functools
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -52,14 +51,26 @@ def _delegate(op: str, histogram: Histogram, *, is_async: bool) -> Callable[...,
     if is_async:
 
         async def method(self: InstrumentedSaver, *args: Any, **kwargs: Any) -> Any:
-            with self._timed(op, histogram):
+            start = self._busy.start()
+            try:
                 return await getattr(self._inner, name)(*args, **kwargs)
+            except Exception:
+                CHECKPOINT_ERRORS.labels(self._backend, op).inc()
+                raise
+            finally:
+                self._observe(op, histogram, start)
 
     else:
 
         def method(self: InstrumentedSaver, *args: Any, **kwargs: Any) -> Any:
-            with self._timed(op, histogram):
+            start = self._busy.start()
+            try:
                 return getattr(self._inner, name)(*args, **kwargs)
+            except Exception:
+                CHECKPOINT_ERRORS.labels(self._backend, op).inc()
+                raise
+            finally:
+                self._observe(op, histogram, start)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"``inner.{name}``, timed."
@@ -134,18 +145,13 @@ class InstrumentedSaver(BaseCheckpointSaver):
 
     # --- timing ----------------------------------------------------------------------------
 
-    @contextmanager
-    def _timed(self, op: str, histogram: Histogram) -> Iterator[None]:
-        start = self._busy.start()
-        try:
-            yield
-        except Exception:
-            CHECKPOINT_ERRORS.labels(self._backend, op).inc()
-            raise
-        finally:
-            histogram.labels(self._backend).observe(self._busy.stop() - start)
-            CHECKPOINT_OPERATIONS.labels(self._backend, op).inc()
-            self._report_written(op)
+    def _observe(self, op: str, histogram: Histogram, start: float) -> None:
+        """One call of ``op`` that began at ``start`` has ended (on the hot path: a few per
+        step, so the labelled children are looked up once, not per call)."""
+        seconds, operations = _children(self._backend, op, histogram)
+        seconds.observe(self._busy.stop() - start)
+        operations.inc()
+        self._report_written(op)
 
     def _report_written(self, op: str) -> None:
         written = getattr(self._inner, "written_bytes", None)
@@ -229,6 +235,12 @@ class _BusyClock:
             if not self._in_flight:
                 self._counter.inc(now - self._since)
             return now
+
+
+@functools.cache
+def _children(backend: str, op: str, histogram: Histogram) -> tuple[Any, Any]:
+    """The duration histogram's and the operations counter's series of ``backend`` and ``op``."""
+    return histogram.labels(backend), CHECKPOINT_OPERATIONS.labels(backend, op)
 
 
 @functools.cache
