@@ -100,6 +100,12 @@ def run_cancel_key(thread_id: str, run_id: str) -> str:
     return f"{run_key(thread_id, run_id)}:x"
 
 
+def run_watch_key(thread_id: str, run_id: str) -> str:
+    """Present (with a short TTL, renewed) while a client streams run ``run_id``'s events from
+    a replica that does not execute it."""
+    return f"{run_key(thread_id, run_id)}:w"
+
+
 def run_heartbeat_key(thread_id: str, run_id: str) -> str:
     """Present while the executor of run ``run_id`` lives (renewed with a short TTL)."""
     return f"{run_key(thread_id, run_id)}:hb"

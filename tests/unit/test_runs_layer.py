@@ -78,7 +78,7 @@ class _UnpolledCancels(LocalRecordStore):
     """Records whose executor never gets round to looking for a cancel: the window in which
     Redis's executor polls (every 0.2 s), stretched over the whole run."""
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
+    async def wait_cancel(self, thread_id: str, run_id: str, on_watched: object = None) -> str:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -234,8 +235,20 @@ class RecordStore(Protocol):
         stores nothing) if it ended first."""
         ...
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
-        """Return the first cancel action requested for the run, once there is one."""
+    async def wait_cancel(
+        self, thread_id: str, run_id: str, on_watched: Callable[[], None] | None = None
+    ) -> str:
+        """Return the first cancel action requested for the run, once there is one.
+
+        The run's executor waits so for as long as it runs; meanwhile ``on_watched`` is called
+        (once) when a client streams the run's events from another replica
+        (:meth:`watch_events`), so that they are appended as they happen from then on.
+        """
+        ...
+
+    async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        """A client streams the run's events here and will for ``ttl_seconds`` (renewed while
+        it does): its executor, on whatever replica, appends them as they happen."""
         ...
 
     async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
@@ -465,9 +478,15 @@ class LocalRecordStore:
         self._cancels.setdefault(run_id, asyncio.Event()).set()
         return True
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
+    async def wait_cancel(
+        self, thread_id: str, run_id: str, on_watched: Callable[[], None] | None = None
+    ) -> str:
+        # One process: its executors append every event as it happens (no one to tell).
         await self._cancels.setdefault(run_id, asyncio.Event()).wait()
         return self._cancel_actions.get(run_id, "interrupt")
+
+    async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        return None
 
 
 def _local_index(after: str | None) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from threadline.redis_keys import (
     run_heartbeat_key,
     run_key,
     run_queue_key,
+    run_watch_key,
     runs_index_key,
     thread_record_key,
 )
@@ -51,7 +53,7 @@ MAX_BLOCK_SECONDS = 4.0
 # the whole state — so keeping them as long as the thread (7 days by default) would grow Redis
 # with the square of a conversation's length.
 FINISHED_EVENTS_TTL_SECONDS = 3600
-# Between two looks for a cancel request of a running run.
+# Between two looks for a cancel request of a running run (and for a client streaming it).
 CANCEL_POLL_SECONDS = 0.2
 
 
@@ -459,6 +461,7 @@ class RedisRecordStore:
             run_cancel_key(thread_id, run_id),
             run_end_key(thread_id, run_id),
             run_heartbeat_key(thread_id, run_id),
+            run_watch_key(thread_id, run_id),
         )
         await self._client.zrem(runs_index_key(thread_id), run_id)
 
@@ -526,19 +529,24 @@ class RedisRecordStore:
         keys = [run_key(thread_id, run_id), run_cancel_key(thread_id, run_id)]
         return bool(await self._request_cancel(keys=keys, args=[action, self._ttl]))
 
-    async def wait_cancel(self, thread_id: str, run_id: str) -> str:
+    async def wait_cancel(
+        self, thread_id: str, run_id: str, on_watched: Callable[[], None] | None = None
+    ) -> str:
         # Polled, not BLPOPed: a run ends by cancelling this wait, and cancelling a blocking
         # command makes redis-py drop its connection (a reconnect per run). One poller per
-        # process looks for every waiting run's request in one round trip every
-        # CANCEL_POLL_SECONDS: with a LINDEX per run, runs that outlived one interval (all of
-        # them at concurrency 32 in make bench-api, where a run takes ~200 ms) cost a round
-        # trip each per interval. A cancel is seen within CANCEL_POLL_SECONDS.
+        # process looks for every waiting run's request (and, for a run with ``on_watched``,
+        # for a client streaming it) in one round trip every CANCEL_POLL_SECONDS: with a
+        # command per run, runs that outlived one interval (all of them at concurrency 32 in
+        # make bench-api, where a run takes ~200 ms) cost a round trip each per interval. A
+        # cancel, or a client, is seen within CANCEL_POLL_SECONDS.
         loop = asyncio.get_running_loop()
         key = (thread_id, run_id)
         wait = self._cancel_waits.get(key)
         if wait is None or wait.found.get_loop() is not loop:
             wait = self._cancel_waits[key] = _CancelWait(loop.create_future())
         wait.waiters += 1
+        if on_watched is not None:
+            wait.on_watched.append(on_watched)
         poller = self._cancel_poller
         if poller is None or poller.done() or poller.get_loop() is not loop:
             self._cancel_poller = loop.create_task(self._poll_cancels(), name="run-cancel-poller")
@@ -547,27 +555,44 @@ class RedisRecordStore:
             return await asyncio.shield(wait.found)
         finally:
             wait.waiters -= 1
+            if on_watched is not None and on_watched in wait.on_watched:
+                wait.on_watched.remove(on_watched)
             if not wait.waiters and self._cancel_waits.get(key) is wait:
                 del self._cancel_waits[key]
 
     async def _poll_cancels(self) -> None:
         """Until no run waits: every CANCEL_POLL_SECONDS, the first cancel request of every
-        waiting run, in one pipeline. A store that fails is waited out (the runs go on)."""
+        waiting run, and whether a client streams the runs that want to know, in one pipeline.
+        A store that fails is waited out (the runs go on)."""
         while self._cancel_waits:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
-            waits = [(key, wait) for key, wait in self._cancel_waits.items() if not wait.found.done()]
+            waits = [
+                (key, wait, bool(wait.on_watched))
+                for key, wait in self._cancel_waits.items()
+                if not wait.found.done()
+            ]
             if not waits:
                 continue
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for (thread_id, run_id), _ in waits:
+                    for (thread_id, run_id), _, asks in waits:
                         pipe.lindex(run_cancel_key(thread_id, run_id), 0)
-                    actions = await pipe.execute()
+                        if asks:
+                            pipe.exists(run_watch_key(thread_id, run_id))
+                    replies = iter(await pipe.execute())
             except Exception:  # Redis away (restarting): the next poll may get through
                 continue
-            for (_, wait), action in zip(waits, actions, strict=True):
+            for _, wait, asks in waits:
+                action = next(replies)
+                if asks and next(replies):
+                    watched, wait.on_watched = wait.on_watched, []
+                    for tell in watched:
+                        tell()
                 if action is not None and not wait.found.done():
                     wait.found.set_result(_cancel_action(action))
+
+    async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        await self._client.set(run_watch_key(thread_id, run_id), b"1", px=int(ttl_seconds * 1000))
 
 
 @dataclass
@@ -576,6 +601,8 @@ class _CancelWait:
 
     found: asyncio.Future[str]
     waiters: int = 0
+    # Told once when a client streams the run (then dropped): see RedisRecordStore.wait_cancel.
+    on_watched: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _cancel_action(stored: bytes) -> str:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -87,11 +88,20 @@ STORE_RETRY_SECONDS = 0.1
 STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned a result"
 # ... at most this many times in a row (about a minute), then the run ends as an error.
 STORE_RETRIES = 60
-# A run's events reach the store at most this long after they happen, every event of that
-# window in one round trip, and the last ones with the run's end (FINISH_RUN): the benchmark
-# graph's three `values` events took three round trips, now one or none. A client streaming the
-# run sees them this much later, where a token of a model takes 20-50 ms.
+# A run's events reach the store at most this long after they happen while a client streams
+# it, every event of that window in one round trip, and the last ones with the run's end
+# (FINISH_RUN). A client streaming the run sees them this much later, where a token of a model
+# takes 20-50 ms.
 EVENT_FLUSH_SECONDS = 0.005
+# ... and this long after, while no client streams it: most runs end sooner, and their events
+# go with their end. Appending them mid-run cost ~0.5 ms of CPU per run in make bench-api at
+# concurrency 32 (runs take ~200 ms there, so every step's events went in a round trip of
+# their own), where nobody reads them. The bound: what a killed replica loses, and a run's
+# events held in memory.
+EVENT_QUIET_FLUSH_SECONDS = 1.0
+# A client streaming a run that another replica executes says so in the store for this long,
+# renewed every third of it; the executor notices within CANCEL_POLL_SECONDS (0.2 s).
+WATCH_SECONDS = 10.0
 
 
 def _store_failures() -> tuple[type[Exception], ...]:
@@ -141,6 +151,8 @@ class Runs:
         self._tasks: set[asyncio.Task] = set()
         # Results of the runs executing in this process, once recorded (None: read the store).
         self._results: dict[str, asyncio.Future[bytes | None]] = {}
+        # Event logs of the runs executing in this process: a client streaming one makes it live.
+        self._logs: dict[str, _EventLog] = {}
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -260,6 +272,7 @@ class Runs:
         token: str | None = None,
     ) -> None:
         turn = _Turn(_EventLog(self.records, run), token)
+        self._logs[run.run_id] = turn.events
         task = asyncio.create_task(
             self._execute(run, assistant, executor, attempt, turn, first), name=f"run-{run.run_id}-{attempt}"
         )
@@ -274,6 +287,8 @@ class Runs:
             self._tasks.discard(t)
             if self._results.get(run.run_id) is result:
                 del self._results[run.run_id]
+            if self._logs.get(run.run_id) is turn.events:
+                del self._logs[run.run_id]
             if not result.done():
                 result.set_result(None)  # ended without recording: joiners read the store
             if not self._tasks:
@@ -295,7 +310,7 @@ class Runs:
         body = asyncio.create_task(
             self._run_in_turn(run, assistant, attempt, turn, first), name=f"run-body-{run.run_id}"
         )
-        cancel = asyncio.create_task(self._wait_cancel(run))
+        cancel = asyncio.create_task(self._wait_cancel(run, turn.events))
         heart = asyncio.create_task(self._keep_beating(run, executor))
         status, thread_status, result = "error", "error", wire.dumps({"__error__": {"error": "Unknown"}})
         finish = True
@@ -377,12 +392,14 @@ class Runs:
         if turn.held is not None and turn.held.handed_off and not turn.held.released:
             await self.lease.release(turn.held)
 
-    async def _wait_cancel(self, run: RunRecord) -> str:
+    async def _wait_cancel(self, run: RunRecord, events: _EventLog) -> str:
         """The run's cancel action, once requested; a store that fails meanwhile (Redis
-        restarting) is waited out rather than taken for a cancel."""
+        restarting) is waited out rather than taken for a cancel. Meanwhile, a client streaming
+        the run from another replica makes its events go to the store as they happen."""
+        on_watched = None if events.live else events.go_live
         while True:
             try:
-                return await self.records.wait_cancel(run.thread_id, run.run_id)
+                return await self.records.wait_cancel(run.thread_id, run.run_id, on_watched)
             except _store_failures():
                 await asyncio.sleep(STORE_RETRY_SECONDS)
 
@@ -722,7 +739,9 @@ class Runs:
         wanted = set(stream_modes or ())
         if "messages" in wanted:
             wanted |= {"messages/partial", "messages/complete", "messages/metadata"}
+        renew_at = 0.0
         while True:
+            renew_at = await self._watch(thread_id, run_id, renew_at)
             events = await self.records.read_events(thread_id, run_id, after, 4.0)
             if not events:
                 if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
@@ -735,6 +754,17 @@ class Runs:
                 mode = event.event.split("|", 1)[0]
                 if not wanted or mode in wanted or mode in ("metadata", "error"):
                     yield event
+
+    async def _watch(self, thread_id: str, run_id: str, renew_at: float) -> float:
+        """Tell the run's executor that a client streams it: directly when it runs here, else
+        through the store, renewed from ``renew_at`` (monotonic) on. Returns the next renewal."""
+        if (log := self._logs.get(run_id)) is not None:
+            log.go_live()
+            return renew_at
+        if (now := time.monotonic()) < renew_at:
+            return renew_at
+        await self.records.watch_events(thread_id, run_id, WATCH_SECONDS)
+        return now + WATCH_SECONDS / 3
 
     async def thread_events(
         self, principal: str, thread_id: str, after: tuple[str, str] | None = None
@@ -991,12 +1021,15 @@ class _Turn:
 
 class _EventLog:
     """A run's events on their way to the store, in order: appended at most
-    :data:`EVENT_FLUSH_SECONDS` after they happen, all of that window in one round trip; what
-    is left when the run ends goes with its end (:meth:`take`, then ``finish_run``)."""
+    :data:`EVENT_FLUSH_SECONDS` after they happen once a client streams the run (:attr:`live`),
+    :data:`EVENT_QUIET_FLUSH_SECONDS` before, all of that window in one round trip; what is left
+    when the run ends goes with its end (:meth:`take`, then ``finish_run``)."""
 
     def __init__(self, records: RecordStore, run: RunRecord) -> None:
         self.records = records
         self.run = run
+        # A store in this process takes an append without a round trip: always live.
+        self.live = not records.shared
         self._pending: list[tuple[str, bytes]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -1014,7 +1047,18 @@ class _EventLog:
             raise failed
         self._pending.append((event, wire.dumps(data)))
         if self._timer is None and self._flushing is None:
-            self._timer = asyncio.get_running_loop().call_later(EVENT_FLUSH_SECONDS, self._start_flush)
+            window = EVENT_FLUSH_SECONDS if self.live else EVENT_QUIET_FLUSH_SECONDS
+            self._timer = asyncio.get_running_loop().call_later(window, self._start_flush)
+
+    def go_live(self) -> None:
+        """A client streams the run: what waits goes to the store now, and every later event
+        within :data:`EVENT_FLUSH_SECONDS`."""
+        if self.live:
+            return
+        self.live = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._start_flush()
 
     def _start_flush(self) -> None:
         self._timer = None
