@@ -308,6 +308,98 @@ async def test_round_trip_budget(redis_server: RedisServer, sync_client: redis.R
         await counted.client.aclose()
 
 
+# --- calls made together share a round trip (checkpoint/redis/pipelining.py) ----------------
+
+
+async def test_puts_made_together_share_one_round_trip_and_each_lands(
+    redis_server: RedisServer, sync_client: redis.Redis
+) -> None:
+    counted = _Counted(redis_server.url(1))
+    s = RedisCheckpointSaver(counted.client, ttl_seconds=TTL)
+    try:
+        cp, warm = await put(s, new_thread(), {"warm": 1})  # connect + load the scripts once
+        await s.aput_writes(warm, [("warm", 2)], "task")
+        tids = [new_thread() for _ in range(20)]
+        n, stored = await counted.trips(
+            asyncio.gather(*(put(s, tid, {"n": i, "text": f"value {i}"}) for i, tid in enumerate(tids)))
+        )
+        assert n == 1, "20 puts made in one loop iteration"
+        # Mixed: each thread's pending writes, and a put of a child, together.
+        jobs = []
+        for i, (tid, (cp, first)) in enumerate(zip(tids, stored, strict=True)):
+            jobs.append(s.aput_writes(first, [("n", i * 10)], "task"))
+            jobs.append(put(s, tid, {"n": i + 100}, prev=cp, parent=cp["id"]))
+        n, _ = await counted.trips(asyncio.gather(*jobs))
+        assert n == 2, "the writes, then the puts (a child's put waits for its parent's writes)"
+        cold = RedisCheckpointSaver(redis.asyncio.Redis.from_url(redis_server.url(1)), ttl_seconds=TTL)
+        for i, (tid, (_cp, first)) in enumerate(zip(tids, stored, strict=True)):
+            latest = await cold.aget_tuple(cfg(tid))
+            assert latest.checkpoint["channel_values"] == {"n": i + 100, "text": f"value {i}"}
+            assert (await cold.aget_tuple(first)).pending_writes == [("task", "n", i * 10)]
+        await cold._client.aclose()
+    finally:
+        await counted.client.aclose()
+
+
+async def test_a_fenced_call_fails_alone_in_its_batch(
+    saver: RedisCheckpointSaver, sync_client: redis.Redis
+) -> None:
+    tids = [new_thread() for _ in range(6)]
+    old = take_lease(sync_client, tids[0])
+    take_lease(sync_client, tids[0])  # another turn took the lease: `old` is stale
+    outcomes = await asyncio.gather(
+        put(saver, tids[0], {"n": 0}, fencing_token=old),
+        *(put(saver, tid, {"n": i}) for i, tid in enumerate(tids[1:], 1)),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], FencedError)
+    assert not any(isinstance(o, BaseException) for o in outcomes[1:])
+    assert await saver.aget_tuple(cfg(tids[0])) is None
+    for i, tid in enumerate(tids[1:], 1):
+        assert (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"] == {"n": i}
+
+
+async def test_a_batch_that_meets_noscript_lands_whole(
+    redis_server: RedisServer, sync_client: redis.Redis
+) -> None:
+    counted = _Counted(redis_server.url(1))
+    saver = RedisCheckpointSaver(counted.client, ttl_seconds=TTL)
+    await put(saver, new_thread(), {"warm": 1})
+    sync_client.script_flush()  # as after a Redis restart without its script cache
+    tids = [new_thread() for _ in range(8)]
+    n, _ = await counted.trips(asyncio.gather(*(put(saver, tid, {"n": i}) for i, tid in enumerate(tids))))
+    assert n == 3, "the batch, the script's load, the batch again"
+    for i, tid in enumerate(tids):
+        assert (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"] == {"n": i}
+    await counted.client.aclose()
+
+
+async def test_a_cancelled_caller_does_not_stop_the_others_in_its_batch(saver: RedisCheckpointSaver) -> None:
+    tids = [new_thread() for _ in range(6)]
+    await put(saver, new_thread(), {"warm": 1})
+    jobs = [asyncio.ensure_future(put(saver, tid, {"n": i})) for i, tid in enumerate(tids)]
+    await asyncio.sleep(0)  # every put has queued its script call
+    jobs[0].cancel()
+    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    for i, tid in enumerate(tids[1:], 1):
+        assert (await saver.aget_tuple(cfg(tid))).checkpoint["channel_values"] == {"n": i}
+
+
+async def test_a_batch_on_a_stopped_redis_fails_every_call(fresh_redis: RedisServer) -> None:
+    s = RedisCheckpointSaver.from_url(fresh_redis.url(1), ttl_seconds=TTL)
+    try:
+        await put(s, new_thread(), {"warm": 1})
+        fresh_redis.stop()
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(put(s, new_thread(), {"n": i}) for i in range(5)), return_exceptions=True),
+            timeout=20,  # a hang fails the test
+        )
+        assert all(isinstance(o, redis.ConnectionError) for o in outcomes), outcomes
+    finally:
+        await s.aclose()
+
+
 # --- fencing ------------------------------------------------------------------------------------
 
 

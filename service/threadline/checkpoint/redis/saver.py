@@ -55,6 +55,7 @@ from redis.exceptions import NoScriptError
 from threadline import redis_client
 from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis.cache import MISS, BlobCache
+from threadline.checkpoint.redis.pipelining import ScriptPipelining
 from threadline.checkpoint.redis.records import (
     EMPTY_BLOB_BYTES,
     MAX_SEGMENTS,
@@ -325,6 +326,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             OrderedDict()
         )
         self._scripts = {n: client.register_script(s) for n, s in SCRIPTS.items()}
+        # Concurrent runs' script calls share round trips (not on a Cluster: see the module).
+        self._pipelining = (
+            None if redis_client.is_cluster(client) else ScriptPipelining(client, self._scripts)
+        )
         self._sync_scripts = (
             {n: sync_client.register_script(s) for n, s in SCRIPTS.items()} if sync_client is not None else {}
         )
@@ -366,7 +371,10 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         return saver
 
     async def aclose(self) -> None:
-        """Close the clients this saver created (:meth:`from_url`); given clients stay open."""
+        """Close the clients this saver created (:meth:`from_url`); given clients stay open.
+        Script calls on their way are sent first."""
+        if self._pipelining is not None:
+            await self._pipelining.aclose()
         if self._owns_clients:
             await self._client.aclose()
             if self._sync_client is not None:
@@ -947,6 +955,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             return [k async for k in self._client.scan_iter(match=step.pattern, count=1000)]
         scripts = self._scripts
         if isinstance(step, Script):
+            if self._pipelining is not None:
+                return await self._pipelining.call(step.name, step.keys, step.args)
             return await scripts[step.name](keys=step.keys, args=step.args)
         try:
             return await self._execute_async(step)
