@@ -7,6 +7,7 @@ import asyncio
 
 import orjson
 import pytest
+import redis.exceptions
 from langgraph.checkpoint.memory import InMemorySaver
 
 from threadline.agent.builtin import BuiltinChatModel, builtin_reply
@@ -81,6 +82,42 @@ class _UnpolledCancels(LocalRecordStore):
     async def wait_cancel(self, thread_id: str, run_id: str, on_watched: object = None) -> str:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
+
+
+class _FlakyRollback(InMemorySaver):
+    """A saver whose deleting of a run's checkpoints meets a store outage twice (a Redis
+    restart while a cancelled run is rolled back)."""
+
+    failures = 2
+
+    async def adelete_for_runs(self, run_ids) -> None:  # type: ignore[no-untyped-def]
+        if self.failures:
+            self.failures -= 1
+            raise redis.exceptions.ConnectionError("Redis restarting")
+        for checkpoints in (c for thread in self.storage.values() for c in thread.values()):
+            for cid, (_, metadata, _) in list(checkpoints.items()):
+                if self.serde.loads_typed(metadata).get("run_id") in run_ids:
+                    del checkpoints[cid]
+
+
+async def test_a_cancel_accepted_as_the_run_ended_wins_over_a_store_outage_while_it_is_settled() -> None:
+    """The run ends on its own just after a rollback was accepted, and the rollback then meets
+    a store outage: it is waited out and carried out; the run never reads "success"."""
+    saver = _FlakyRollback()
+    graph = build_graph(BuiltinChatModel(token_delay_ms=20), saver)
+    assistants = Assistants({"chat": graph})
+    records, lease = _UnpolledCancels(), LocalTurnLease(wait_seconds=5)
+    runs = Runs(Threads(records, assistants, lease, saver), assistants, records, lease)
+    tid = (await runs.threads.create("alice"))["thread_id"]
+    run = await runs.create("alice", tid, say("hi", stream_mode=["messages-tuple"]))
+    while (await runs.get("alice", tid, run.run_id)).status != "running":
+        await asyncio.sleep(0.01)
+    await runs.cancel("alice", tid, run.run_id, "rollback")
+    result = orjson.loads(await runs.join("alice", tid, run.run_id))
+    assert result["__error__"]["error"] == "UserRollback"
+    assert (await runs.get("alice", tid, run.run_id)).status == "interrupted"
+    assert saver.failures == 0
+    assert (await runs.threads.state("alice", tid))["values"] == {}  # rolled back
 
 
 async def test_a_run_that_ends_after_its_cancel_was_accepted_is_cancelled() -> None:

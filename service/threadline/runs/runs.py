@@ -369,10 +369,12 @@ class Runs:
                 )
             raise
         except Exception as exc:
+            # Never the body's own status: after a body that ended well this is a cancel that
+            # could not be carried out, and a "success" would deny it.
             log.exception("run failed outside the graph", extra={"run_id": run.run_id})
             error = wire.error_body(exc)
             turn.events.add("error", error, check=False)
-            result = wire.dumps({"__error__": error})
+            status, thread_status, result = "error", "error", wire.dumps({"__error__": error})
         finally:
             cancel.cancel()
             heart.cancel()
@@ -539,10 +541,25 @@ class Runs:
             error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
         # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
         turn.events.add("error", error, check=False)
-        await self._settle(run, assistant, action)
-        # The run stopped mid-step: its unfinished step is not an interrupt the client must
-        # answer, so the thread is idle unless it already waited at one.
-        state = await assistant.graph.aget_state(thread_config(run.thread_id))
+        backoff = STORE_RETRY_SECONDS
+        for retry in range(STORE_RETRIES + 1):
+            try:
+                await self._settle(run, assistant, action)
+                # The run stopped mid-step: its unfinished step is not an interrupt the client
+                # must answer, so the thread is idle unless it already waited at one.
+                state = await assistant.graph.aget_state(thread_config(run.thread_id))
+                break
+            except _store_failures() as exc:
+                # A Redis restart: waited out, as a run's own steps are. Recording the run's
+                # end meanwhile would contradict the accepted cancel.
+                if retry == STORE_RETRIES:
+                    raise
+                log.warning(
+                    "store failed settling a cancelled run; trying again",
+                    extra={"run_id": run.run_id, "error": type(exc).__name__},
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
         status = "interrupted" if state.interrupts else "idle"
         return "interrupted", status, wire.dumps({"__error__": error})
 
