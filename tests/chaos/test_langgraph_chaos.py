@@ -85,6 +85,7 @@ async def test_runs_survive_chaos_through_the_sdk(cluster: LocalCluster) -> None
     text = "\n".join(
         [verdict.summary(label, monkey.counts)]
         + [f"  slow cancel {s:.2f}s thread {t} run {r}" for s, t, r in slowest]
+        + [f"  cancel answered after its run ended: thread {t} run {r}" for t, r in driver.late_cancels]
     )
     print("\n" + text)
     if summary_file := os.environ.get("CHAOS_SUMMARY_FILE"):
