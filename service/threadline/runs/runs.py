@@ -28,9 +28,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessageChunk, ToolMessage, message_chunk_to_message
 from langgraph.channels.binop import BinaryOperatorAggregate
@@ -57,6 +57,7 @@ from threadline.runs.records import (
 from threadline.runs.threads import OWNER_KEY, Threads, thread_config
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Stream modes a client may ask for; "messages-tuple" and "messages" both come from LangGraph's
 # "messages" mode, "events" from astream_events.
@@ -109,6 +110,20 @@ def _store_failures() -> tuple[type[Exception], ...]:
     loaded by now); not the builtin ConnectionError / TimeoutError that a graph's own code
     raises (a model provider timing out), which end the run as an error."""
     return tuple(e for e in store_errors() if e not in (ConnectionError, TimeoutError))
+
+
+async def _through_store_failures(run: RunRecord, doing: str, attempt: Callable[[int], Awaitable[_T]]) -> _T:
+    """``attempt(retry)`` until it returns, waiting out a failing store (Redis restarting)
+    with back-off from STORE_RETRY_SECONDS up to 1 s, at most STORE_RETRIES times."""
+    backoff = STORE_RETRY_SECONDS
+    for retry in range(STORE_RETRIES):
+        try:
+            return await attempt(retry)
+        except _store_failures() as exc:
+            log.warning(f"store failed {doing}", extra={"run_id": run.run_id, "error": type(exc).__name__})
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+    return await attempt(STORE_RETRIES)
 
 
 class _GiveUp(Exception):
@@ -541,25 +556,16 @@ class Runs:
             error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
         # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
         turn.events.add("error", error, check=False)
-        backoff = STORE_RETRY_SECONDS
-        for retry in range(STORE_RETRIES + 1):
-            try:
-                await self._settle(run, assistant, action)
-                # The run stopped mid-step: its unfinished step is not an interrupt the client
-                # must answer, so the thread is idle unless it already waited at one.
-                state = await assistant.graph.aget_state(thread_config(run.thread_id))
-                break
-            except _store_failures() as exc:
-                # A Redis restart: waited out, as a run's own steps are. Recording the run's
-                # end meanwhile would contradict the accepted cancel.
-                if retry == STORE_RETRIES:
-                    raise
-                log.warning(
-                    "store failed settling a cancelled run; trying again",
-                    extra={"run_id": run.run_id, "error": type(exc).__name__},
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+
+        async def settle(_retry: int) -> Any:
+            await self._settle(run, assistant, action)
+            # The run stopped mid-step: its unfinished step is not an interrupt the client
+            # must answer, so the thread is idle unless it already waited at one.
+            return await assistant.graph.aget_state(thread_config(run.thread_id))
+
+        # A Redis restart is waited out, as in a run's own steps: recording the run's end
+        # meanwhile would contradict the accepted cancel.
+        state = await _through_store_failures(run, "settling a cancelled run; trying again", settle)
         status = "interrupted" if state.interrupts else "idle"
         return "interrupted", status, wire.dumps({"__error__": error})
 
@@ -587,22 +593,12 @@ class Runs:
         (only its own end takes it off), so the queue is not read again. A store that fails
         meanwhile (Redis restarting) does not fail the run: it runs again from its last
         checkpoint once the store answers."""
-        backoff = STORE_RETRY_SECONDS
-        for retry in range(STORE_RETRIES + 1):
-            try:
-                # After a store failure the queue is read again (the run may be gone).
-                return await self._run_when_first(run, assistant, attempt, turn, first and retry == 0)
-            except _store_failures() as exc:
-                if retry == STORE_RETRIES:
-                    raise
-                log.warning(
-                    "store failed mid-run; running it again from its last checkpoint",
-                    extra={"run_id": run.run_id, "error": type(exc).__name__},
-                )
-                attempt += 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-        raise AssertionError("unreachable")
+        return await _through_store_failures(
+            run,
+            "mid-run; running it again from its last checkpoint",
+            # After a store failure the queue is read again (the run may be gone).
+            lambda retry: self._run_when_first(run, assistant, attempt + retry, turn, first and retry == 0),
+        )
 
     async def _run_when_first(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
