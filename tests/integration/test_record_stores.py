@@ -36,6 +36,12 @@ async def store(request, redis_server) -> AsyncIterator[RecordStore]:
     await client.aclose()
 
 
+async def create(store: RecordStore, run: RunRecord, **options) -> bool:
+    """Store and queue ``run`` (its lease not taken); whether it heads its thread's queue."""
+    first, _ = await store.create_and_start_run(run, **options)
+    return first
+
+
 def thread(owner: str = "alice", **metadata) -> ThreadRecord:
     now = now_iso()
     return ThreadRecord(str(uuid.uuid4()), owner, now, now, dict(metadata))
@@ -57,7 +63,7 @@ async def test_threads_are_created_once_updated_listed_per_owner_and_deleted(sto
     assert got is not None and got.metadata == {"tag": "y"} and got.status == "interrupted"
     assert [t.thread_id for t in await store.threads_of("alice")] == [mine.thread_id]
     run = run_on(mine.thread_id)
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     await store.delete_thread(mine.thread_id)
     assert await store.get_thread(mine.thread_id) is None
     assert await store.get_run(mine.thread_id, run.run_id) is None
@@ -77,12 +83,12 @@ async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_with_their_re
     t = thread()
     await store.create_thread(t)
     with pytest.raises(KeyError):
-        await store.create_run(run_on(str(uuid.uuid4())), reject_if_busy=False)
+        await create(store, run_on(str(uuid.uuid4())), reject_if_busy=False)
     first, second = run_on(t.thread_id), run_on(t.thread_id)
-    await store.create_run(first, reject_if_busy=True)
+    await create(store, first, reject_if_busy=True)
     with pytest.raises(RunRejected):
-        await store.create_run(run_on(t.thread_id), reject_if_busy=True)
-    await store.create_run(second, reject_if_busy=False)
+        await create(store, run_on(t.thread_id), reject_if_busy=True)
+    await create(store, second, reject_if_busy=False)
     assert (await store.get_thread(t.thread_id)).status == "busy"
     assert await store.first_active_run(t.thread_id) == first.run_id
     assert [r.run_id for r in await store.runs_of(t.thread_id)] == [second.run_id, first.run_id]
@@ -111,7 +117,7 @@ async def test_a_reader_waits_for_events_and_the_end(store: RecordStore) -> None
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     reader = asyncio.create_task(store.read_events(t.thread_id, run.run_id, None, 3))
     joiner = asyncio.create_task(store.result(t.thread_id, run.run_id, 3))
     await asyncio.sleep(0.1)
@@ -126,7 +132,7 @@ async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     waiter = asyncio.create_task(store.wait_cancel(t.thread_id, run.run_id))
     await asyncio.sleep(0.1)
     assert not waiter.done()
@@ -144,7 +150,7 @@ async def test_an_accepted_cancel_wins_over_the_runs_own_end(store: RecordStore)
     await store.create_thread(t)
     cancelled, finished = run_on(t.thread_id), run_on(t.thread_id)
     for run in (cancelled, finished):
-        await store.create_run(run, reject_if_busy=False)
+        await create(store, run, reject_if_busy=False)
     assert await store.request_cancel(t.thread_id, cancelled.run_id, "rollback")
     with pytest.raises(CancelRequested) as request:
         await store.finish_run(t.thread_id, cancelled.run_id, "success", "idle", b"{}", unless_cancelled=True)
@@ -160,7 +166,7 @@ async def test_an_accepted_cancel_wins_over_the_runs_own_end(store: RecordStore)
     # its own end is not taken for a cancelled one.
     later = run_on(t.thread_id)
     assert not await store.request_cancel(t.thread_id, later.run_id, "interrupt")
-    await store.create_run(later, reject_if_busy=False)
+    await create(store, later, reject_if_busy=False)
     assert await store.finish_run(t.thread_id, later.run_id, "success", "idle", b"{}", unless_cancelled=True)
 
 
@@ -168,7 +174,7 @@ async def test_a_run_ends_once(store: RecordStore) -> None:
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     assert await store.finish_run(t.thread_id, run.run_id, "success", "idle", b'{"n":1}')
     assert not await store.finish_run(t.thread_id, run.run_id, "error", "error", b'{"n":2}')
     got = await store.get_run(t.thread_id, run.run_id)
@@ -187,7 +193,7 @@ async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_lo
     await store.create_thread(t)
     run = run_on(t.thread_id)
     assert await store.beat(t.thread_id, run.run_id, 0.2, "old")
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     assert (t.thread_id, run.run_id) in await store.active_runs()
     assert await store.claim(t.thread_id, run.run_id, 5, "new") == 0  # alive: not an orphan
     await asyncio.sleep(0.3)
@@ -206,7 +212,7 @@ async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_lo
 
 
 async def test_the_heartbeat_set_with_a_run_names_its_executor(redis_server) -> None:
-    """create_run sets the heartbeat in the same step as the run (one round trip): it must name
+    """create_and_start_run sets the heartbeat in the same step as the run (one round trip): it must name
     the executor, so another executor can neither renew it, claim the run, nor end it."""
     client = async_client(redis_server.url(8))
     await client.flushdb()
@@ -214,7 +220,7 @@ async def test_the_heartbeat_set_with_a_run_names_its_executor(redis_server) -> 
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    assert await store.create_run(run, reject_if_busy=False, alive_seconds=5, executor="mine")
+    assert await create(store, run, reject_if_busy=False, alive_seconds=5, executor="mine")
     assert (t.thread_id, run.run_id) in await store.active_runs()
     assert await store.alive(t.thread_id, run.run_id)
     assert not await store.beat(t.thread_id, run.run_id, 5, "other")
@@ -234,7 +240,7 @@ async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    await store.create_run(run, reject_if_busy=False)
+    await create(store, run, reject_if_busy=False)
     await store.append_event(t.thread_id, run.run_id, "values", b"{}")
     await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}")
     assert 0 < await client.ttl(run_events_key(t.thread_id, run.run_id)) <= FINISHED_EVENTS_TTL_SECONDS
@@ -249,9 +255,9 @@ async def test_a_run_deleted_with_its_thread_is_not_set_running(store: RecordSto
     t = thread()
     await store.create_thread(t)
     run = run_on(t.thread_id)
-    assert await store.create_run(run, reject_if_busy=False, alive_seconds=5)  # heads the queue
+    assert await create(store, run, reject_if_busy=False, alive_seconds=5)  # heads the queue
     second = run_on(t.thread_id)
-    assert not await store.create_run(second, reject_if_busy=False)  # queued behind it
+    assert not await create(store, second, reject_if_busy=False)  # queued behind it
     assert await store.alive(t.thread_id, run.run_id)
     event_id = await store.set_run_status(t.thread_id, run.run_id, "running", ("metadata", b"{}"))
     assert [e.id for e in await store.read_events(t.thread_id, run.run_id, None, 0)] == [event_id]

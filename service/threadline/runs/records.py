@@ -9,7 +9,7 @@ One protocol, :class:`RecordStore`, two implementations:
   replica, and a run never outlives its process there (ADR 0009).
 
 A thread's *active* runs (pending or running) form a queue ordered by creation; the first one
-runs, under the thread's turn lease. ``create_run`` adds to the queue atomically with the
+runs, under the thread's turn lease. ``create_and_start_run`` adds to the queue atomically with the
 ``reject`` check, so two replicas cannot both accept a run on an idle thread with
 ``multitask_strategy=reject``.
 
@@ -109,26 +109,6 @@ class RecordStore(Protocol):
         """Every thread record of ``owner``, newest first."""
         ...
 
-    async def create_run(
-        self,
-        run: RunRecord,
-        reject_if_busy: bool,
-        alive_seconds: float | None = None,
-        executor: str = "",
-    ) -> bool:
-        """Store the run as pending, queue it on its thread and mark the thread busy; with
-        ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
-        the same step (the run is also in :meth:`active_runs` from then on).
-
-        Returns:
-            Whether the run heads the thread's queue (its turn has come).
-
-        Raises:
-            RunRejected: ``reject_if_busy`` and the thread has an active run.
-            KeyError: no such thread.
-        """
-        ...
-
     async def create_and_start_run(
         self,
         run: RunRecord,
@@ -138,14 +118,21 @@ class RecordStore(Protocol):
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
     ) -> tuple[bool, str | None]:
-        """:meth:`create_run`, and when the run heads the queue, ``lease_ms`` is not 0 and the
-        thread's turn lease is free, in the same step: take the lease for ``lease_ms`` (a fresh
-        fencing token, as :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run
-        ``running`` with ``event`` (name, data) its first event.
+        """Store the run as pending, queue it on its thread and mark the thread busy; with
+        ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
+        the same step (the run is also in :meth:`active_runs` from then on). And when the run
+        heads the queue, ``lease_ms`` is not 0 and the thread's turn lease is free, in the same
+        step: take the lease for ``lease_ms`` (a fresh fencing token, as
+        :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run ``running`` with
+        ``event`` (name, data) its first event.
 
         Returns:
-            Whether the run heads the queue, and the lease's token if it was taken (the caller
-            holds it from there: ``lease.hold(…, acquired=token)``).
+            Whether the run heads the thread's queue (its turn has come), and the lease's token
+            if it was taken (the caller holds it from there: ``lease.hold(…, acquired=token)``).
+
+        Raises:
+            RunRejected: ``reject_if_busy`` and the thread has an active run.
+            KeyError: no such thread.
         """
         ...
 
@@ -322,25 +309,6 @@ class LocalRecordStore:
         mine = [replace(t, metadata=dict(t.metadata)) for t in self._threads.values() if t.owner == owner]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)
 
-    async def create_run(
-        self,
-        run: RunRecord,
-        reject_if_busy: bool,
-        alive_seconds: float | None = None,
-        executor: str = "",
-    ) -> bool:
-        thread = self._threads.get(run.thread_id)
-        if thread is None:
-            raise KeyError(run.thread_id)
-        queue = self._queues.setdefault(run.thread_id, [])
-        if reject_if_busy and queue:
-            raise RunRejected(run.thread_id)
-        queue.append(run.run_id)
-        self._runs.setdefault(run.thread_id, {})[run.run_id] = run
-        self._events[run.run_id] = []
-        self._threads[run.thread_id] = replace(thread, status="busy", updated_at=now_iso())
-        return queue[0] == run.run_id
-
     async def create_and_start_run(
         self,
         run: RunRecord,
@@ -351,7 +319,17 @@ class LocalRecordStore:
         event: tuple[str, bytes] = ("", b""),
     ) -> tuple[bool, str | None]:
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
-        return await self.create_run(run, reject_if_busy, alive_seconds, executor), None
+        thread = self._threads.get(run.thread_id)
+        if thread is None:
+            raise KeyError(run.thread_id)
+        queue = self._queues.setdefault(run.thread_id, [])
+        if reject_if_busy and queue:
+            raise RunRejected(run.thread_id)
+        queue.append(run.run_id)
+        self._runs.setdefault(run.thread_id, {})[run.run_id] = run
+        self._events[run.run_id] = []
+        self._threads[run.thread_id] = replace(thread, status="busy", updated_at=now_iso())
+        return queue[0] == run.run_id, None
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         run = self._runs.get(thread_id, {}).get(run_id)

@@ -305,16 +305,6 @@ class RedisRecordStore:
 
     # -- runs --
 
-    async def create_run(
-        self,
-        run: RunRecord,
-        reject_if_busy: bool,
-        alive_seconds: float | None = None,
-        executor: str = "",
-    ) -> bool:
-        first, _ = await self.create_and_start_run(run, reject_if_busy, alive_seconds, executor)
-        return first
-
     async def create_and_start_run(
         self,
         run: RunRecord,
