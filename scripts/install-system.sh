@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# System packages the tests need: Redis, PostgreSQL, and the image tools (podman, buildah,
-# debootstrap). Installs only what is missing; a no-op on a machine that has them.
+# System packages the tests need: Redis, PostgreSQL, the image tools (podman, buildah,
+# debootstrap), node and Debian's chromium for the JavaScript-client and browser tests.
+# Installs only what is missing; a no-op on a machine that has them.
 set -euo pipefail
 
 need=()
@@ -10,6 +11,8 @@ command -v podman >/dev/null || need+=(podman)
 command -v buildah >/dev/null || need+=(buildah)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v runuser >/dev/null || need+=(util-linux)
+command -v node >/dev/null || need+=(nodejs npm)
+command -v chromium >/dev/null || need+=(chromium)
 
 if ((${#need[@]})); then
   sudo=""
@@ -20,3 +23,10 @@ if ((${#need[@]})); then
 fi
 # The Debian package starts its own servers; the tests start theirs on free ports.
 systemctl disable --now redis-server >/dev/null 2>&1 || true
+
+# The JavaScript clients the tests drive (tests/js/package.json, pinned by its lock file).
+# --ignore-scripts: puppeteer-core drives Debian's chromium and must not fetch a browser of its own.
+js=$(dirname "$0")/../tests/js
+if [ ! -d "$js/node_modules" ] || [ "$js/package-lock.json" -nt "$js/node_modules" ]; then
+  (cd "$js" && npm ci --no-audit --no-fund --ignore-scripts --silent && touch node_modules)
+fi
