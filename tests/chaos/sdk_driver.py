@@ -25,6 +25,7 @@ pending or running; every interrupt answered once with its own answer.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -165,6 +166,7 @@ class SdkDriver:
         # (thread, run) of cancels answered only after their run had ended (see the verdict)
         self.late_cancels: list[tuple[str, str]] = []
         self._keys = iter(range(10**9))
+        self._keep_going: Callable[[], bool] = lambda: False
 
     @property
     def planned(self) -> int:
@@ -307,7 +309,9 @@ class SdkDriver:
         tid = thread["thread_id"]
         plans = self.plans.setdefault(tid, [])
         delay = self.config.delay
-        for i in range(self.config.runs):
+        for i in itertools.count():
+            if i >= self.config.runs and not self._keep_going():
+                break
             kind = self.rng.choice(KINDS)
             tag = f"r{i}."
             if kind in ("background", "stream"):
@@ -371,7 +375,11 @@ class SdkDriver:
             self.completed += 1
             await asyncio.sleep(self.rng.uniform(*self.config.think))
 
-    async def run(self) -> None:
+    async def run(self, keep_going: Callable[[], bool] = lambda: False) -> None:
+        """Drive every thread through its ``config.runs`` plans, and on past them for as long as
+        ``keep_going()`` says (a chaos plan still under way: faster runs must not end the traffic
+        before the chaos does)."""
+        self._keep_going = keep_going
         self.started = time.monotonic()
         try:
             results = await asyncio.gather(

@@ -73,7 +73,7 @@ async def test_runs_survive_chaos_through_the_sdk(cluster: LocalCluster) -> None
     )
     chaos = asyncio.create_task(monkey.run(make_plan(KILLS, PAUSES, TERMS, RESTARTS, seed=None)))
     try:
-        await driver.run()
+        await driver.run(keep_going=lambda: not chaos.done())
         await asyncio.wait_for(chaos, timeout=120)
     finally:
         if not chaos.done():
