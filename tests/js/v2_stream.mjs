@@ -135,6 +135,7 @@ if (mode === "raw") {
   })();
   await startThread.run.start({ input: { steps: 3, delay: 0.05, tag: "s", ask: "ok?" } });
   await Promise.race([reading, new Promise((_, r) => setTimeout(() => r(new Error("no terminal lifecycle")), 20000))]);
+  debug("seen", JSON.stringify(seen.map((e) => [e.method, e.seq, e.event_id])));
   const interrupts = seen.filter((e) => e.method === "input.requested");
   out("asked", interrupts.map((e) => e.params.data.payload?.question ?? e.params.data));
   out("ended", seen.filter(rootEnd).map((e) => e.params.data.event));

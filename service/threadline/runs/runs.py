@@ -44,6 +44,7 @@ from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants, input_keys
 from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
     END_EVENT,
@@ -1014,6 +1015,13 @@ async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> A
     # Always a context, {} by default (an assistant's default, as langgraph-api passes it): a
     # graph with a context schema then gets its defaults instead of None.
     options["context"] = kwargs.get("context") or {}
+    if kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2:
+        # The v2 protocol: LangGraph's own protocol events, every namespace (runs/protocol.py).
+        del options["stream_mode"], options["subgraphs"]
+        async with await graph.astream_events(graph_input, config, version="v3", **options) as events:
+            async for event in events:
+                yield tuple(event["params"].get("namespace") or ()), "protocol", event
+        return
     subgraphs = bool(kwargs.get("stream_subgraphs"))
     if "events" not in requested:
         async for ns, mode, chunk in graph.astream(graph_input, config, **options):
@@ -1139,6 +1147,10 @@ class _Emitter:
 
     async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
         suffix = "|" + "|".join(ns) if ns else ""
+        if mode == "protocol":  # stored as it is; the run's end reads the state
+            chunk.pop("seq", None)
+            await self(f"{chunk['method']}{suffix}", chunk)
+            return
         if not ns and mode == "values":
             self.last_values = chunk
         elif not ns and mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
