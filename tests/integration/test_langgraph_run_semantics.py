@@ -14,6 +14,9 @@ where it differs: a rolled-back run's record is kept).
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,24 +28,28 @@ from servers import redis_env
 pytestmark = pytest.mark.integration
 
 GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
+JS_DRIVER = Path(__file__).resolve().parents[1] / "js" / "run_semantics.mjs"
 BACKENDS = ("redis", "sqlite", "memory", "postgres")
+
+
+def _urls(backend: str, request: pytest.FixtureRequest, start_replica, tmp_path: Path) -> list[str]:
+    """Two replicas on Redis, or twice the one replica of a single-process backend."""
+    extra = {"LANGGRAPH_CONFIG": str(GRAPHS)}
+    if backend == "redis":
+        env = redis_env(request.getfixturevalue("redis_server"), **extra)
+        return [start_replica(env, name).url for name in ("a", "b")]
+    env = {"CHECKPOINT_BACKEND": backend, "SESSION_BACKEND": "memory", "API_KEYS": API_KEYS, **extra}
+    if backend == "sqlite":
+        env["CHECKPOINT_SQLITE_PATH"] = str(tmp_path / "checkpoints.sqlite")
+    elif backend == "postgres":
+        env["CHECKPOINT_POSTGRES_URL"] = request.getfixturevalue("postgres_url")
+    return [start_replica(env, backend).url] * 2
 
 
 @pytest.fixture(params=BACKENDS)
 def clients(request: pytest.FixtureRequest, start_replica, tmp_path: Path):
     """``(a, b)``: SDK clients of two replicas on Redis, or twice the one replica."""
-    backend = request.param
-    extra = {"LANGGRAPH_CONFIG": str(GRAPHS)}
-    if backend == "redis":
-        env = redis_env(request.getfixturevalue("redis_server"), **extra)
-        urls = [start_replica(env, name).url for name in ("a", "b")]
-    else:
-        env = {"CHECKPOINT_BACKEND": backend, "SESSION_BACKEND": "memory", "API_KEYS": API_KEYS, **extra}
-        if backend == "sqlite":
-            env["CHECKPOINT_SQLITE_PATH"] = str(tmp_path / "checkpoints.sqlite")
-        elif backend == "postgres":
-            env["CHECKPOINT_POSTGRES_URL"] = request.getfixturevalue("postgres_url")
-        urls = [start_replica(env, backend).url] * 2
+    urls = _urls(request.param, request, start_replica, tmp_path)
     return tuple(get_client(url=url, api_key=API_KEY) for url in urls)
 
 
@@ -139,3 +146,33 @@ async def test_rollback_by_cancel_and_by_strategy_deletes_what_the_run_wrote(cli
     after = await b.runs.wait(tid, "steps", input={"steps": 1, "tag": "z"}, multitask_strategy="rollback")
     assert after["done"] == ["k1", "z1"]
     assert (await a.runs.get(tid, doomed["run_id"]))["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("backend", ["redis", "sqlite"])
+def test_the_js_sdk_sees_cancels_and_double_texts_as_on_the_reference(
+    backend: str, request: pytest.FixtureRequest, start_replica, tmp_path: Path
+) -> None:
+    """``@langchain/langgraph-sdk`` 1.15 under node (``tests/js/run_semantics.mjs``, which
+    prints the same against ``langgraph dev``): ``runs.wait`` of a cancelled run resolves
+    instead of throwing, ``join`` is the values, no ``error`` event, rollback leaves nothing."""
+    node = shutil.which("node")
+    assert node, "node is installed by scripts/install-system.sh"
+    urls = _urls(backend, request, start_replica, tmp_path)
+    done = subprocess.run(
+        [node, str(JS_DRIVER), *urls, API_KEY],
+        cwd=JS_DRIVER.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["check"]: c["value"] for c in map(json.loads, done.stdout.splitlines())}
+    assert checks == {
+        "status_at_once": "interrupted",
+        "wait": {"error": False, "done": True},
+        "join_is_values": True,
+        "error_events": 0,
+        "thread": "interrupted",
+        "double_text": {"first": "interrupted", "first_errors": 0, "second_last": "n1"},
+        "rollback": {"values": {}, "thread": "idle"},
+    }
