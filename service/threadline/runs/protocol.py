@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from threadline.runs import wire
-from threadline.runs.records import RunRecord
+from threadline.runs.records import ACTIVE_RUN_STATUSES, RunRecord
+from threadline.runs.records_redis import FINISHED_EVENTS_TTL_SECONDS
 
 # The channels a client may ask for (and ``custom:<name>``), as langgraph-api's.
 CHANNELS = frozenset(
@@ -38,6 +40,8 @@ PROTOCOL_KWARG = "protocol"
 PROTOCOL_V2 = "v2"
 # Between two looks for the thread's next v2 run while the stream is idle.
 IDLE_POLL_SECONDS = 0.5
+# A replay covers the v2 runs that ended within this (their events still kept), and active ones.
+REPLAY_SECONDS = FINISHED_EVENTS_TTL_SECONDS - 60
 _TERMINAL = {"success": "completed", "interrupted": "interrupted", "error": "failed", "timeout": "failed"}
 
 
@@ -74,6 +78,15 @@ def _prefix(namespace: list[str], prefix: list[str]) -> bool:
         if have != want and (":" in want or have.split(":")[0] != want):
             return False
     return True
+
+
+def _expired(run: RunRecord) -> bool:
+    """Whether a run ended so long ago that its events may be gone (they live an hour after
+    its end on Redis): left out of the replay, which is bounded so, on every backend."""
+    if run.status in ACTIVE_RUN_STATUSES:
+        return False
+    age = datetime.now(UTC) - datetime.fromisoformat(run.updated_at)
+    return age.total_seconds() > REPLAY_SECONDS
 
 
 class ThreadProtocolStream:
@@ -172,7 +185,7 @@ class ThreadProtocolStream:
             fresh = [
                 r
                 for r in reversed(await runs.records.runs_of(thread_id))
-                if r.run_id not in seen and r.kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2
+                if r.run_id not in seen and r.kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2 and not _expired(r)
             ]
             for run in fresh:
                 seen.add(run.run_id)
