@@ -95,6 +95,10 @@ def test_another_principals_thread_is_404_and_streams_are_bounded(urls) -> None:
     assert bob.post(f"/threads/{tid}/commands", json=start).status_code == 404
     assert bob.post(f"/threads/{tid}/stream/events", json={"channels": ["values"]}).status_code == 404
     assert alice.post(f"/threads/{tid}/commands", json={"method": "run.start"}).status_code == 400
+    tree = alice.post(f"/threads/{tid}/commands", json={"id": 2, "method": "agent.getTree"}).json()
+    assert (tree["type"], tree["id"], tree["error"]) == ("error", 2, "no_such_run")  # as the reference
+    sub = {"id": 3, "method": "subscription.subscribe", "params": {"channels": ["values"]}}
+    assert alice.post(f"/threads/{tid}/commands", json=sub).json()["result"]["replayed_events"] == 0
     assert httpx.post(f"{url}/threads/{tid}/commands", json=start).status_code == 401
     # MAX_STREAMS=3: three open streams take the replica's slots; a fourth is 503 + Retry-After.
     path = f"/threads/{tid}/stream/events"

@@ -5,7 +5,9 @@
   ``{"type": "success", "id", "result", "meta"}`` or ``{"type": "error", "id", "error",
   "message"}`` (200, as the reference; 400 for a body that is no command). Served:
   ``run.start`` (creates the thread if missing; ``multitaskStrategy``), ``input.respond``
-  (``Command(resume=…)`` for one interrupt id or a ``responses`` batch), ``agent.getTree``.
+  (``Command(resume=…)`` for one interrupt id or a ``responses`` batch); the subscription
+  commands and ``agent.getTree`` answer as the reference's HTTP transport does (a fresh
+  subscription id; ``no_such_subscription``; ``no_such_run``).
 * ``POST /threads/{id}/stream/events`` (and ``GET``, with ``channels`` as a query list): the
   thread's v2 runs' events as SSE (:mod:`threadline.runs.protocol`), filtered by the body's
   ``channels``/``namespaces``/``depth``, after ``since`` (a ``seq``) — or after
@@ -18,6 +20,7 @@ Auth as every route; another principal's thread is 404. Each stream takes one of
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Annotated, Any
 
 import orjson
@@ -89,8 +92,14 @@ async def command(
             result = await _run_start(runs, principal, thread_id, params)
         elif method == "input.respond":
             result = await _input_respond(runs, threads, principal, thread_id, params)
-        elif method == "agent.getTree":
-            result = {"tree": {"namespace": [], "status": "idle", "graph_name": "root", "children": []}}
+        elif method == "subscription.subscribe":
+            # Over HTTP a subscription is the stream's own filter: accepted, nothing to replay.
+            result = {"subscription_id": str(uuid.uuid4()), "replayed_events": 0}
+        elif method == "subscription.unsubscribe":
+            return _json(_error(cid, "no_such_subscription", "Unknown subscription"))
+        elif method in ("agent.getTree", "subscription.reconnect"):
+            # As langgraph-api over HTTP: a command is not bound to a run's session.
+            return _json(_error(cid, "no_such_run", "No active run is bound to this thread."))
         else:
             return _json(_error(cid, "unknown_command", f"Unknown protocol command: {method}"))
     except _CommandError as exc:
