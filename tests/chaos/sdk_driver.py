@@ -416,6 +416,12 @@ class SdkDriver:
                 if record["status"] in ("pending", "running"):
                     stuck += 1
                     problems.append(f"{tid}: run {record['run_id']} still {record['status']}")
+            # A cancelled run reads "interrupted" from its cancel on (as langgraph-api), before
+            # it has stopped: one that never stopped keeps its thread busy.
+            thread = await self.call(lambda c, t=tid: c.threads.get(t), "thread")
+            if thread["status"] == "busy":
+                stuck += 1
+                problems.append(f"{tid}: thread still busy")
             expected: list[str] = []
             for plan in plans:
                 if plan.rejected:
@@ -501,9 +507,12 @@ class SdkDriver:
             lambda c: _collect(c.runs.join_stream(plan.thread_id, plan.run_id, last_event_id="-1")), "events"
         )
         if plan.cancelled_at is not None:
-            stops = [_entry_ms(p.id) for p in parts if p.event == "error"]
-            if stops and stops[0] is not None:
-                cancels.append(max(0.0, stops[0] - plan.cancelled_at))
+            # A cancelled run streams no event of its stop (as langgraph-api): its recorded end
+            # (the replica's clock, this machine's) is when it stopped and was settled.
+            record = await self.call(lambda c: c.runs.get(plan.thread_id, plan.run_id), "run")
+            if record["status"] == "interrupted":
+                ended = datetime.fromisoformat(record["updated_at"]).timestamp()
+                cancels.append(max(0.0, ended - plan.cancelled_at))
                 self.cancel_samples.append((cancels[-1], plan.thread_id, plan.run_id or ""))
         taken = [
             (_entry_ms(p.id), p.data.get("attempt", 1))

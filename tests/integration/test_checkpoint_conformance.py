@@ -26,10 +26,11 @@ pytestmark = pytest.mark.integration
 EXTENDED = {"delete_for_runs", "copy_thread", "prune"}
 # What each backend's saver implements beyond the base capabilities.
 EXPECTED_EXTENDED = {
-    "memory": set(),
-    "sqlite": set(),  # SqliteSaver 3.1.2 implements none of them; the bridge adds none
+    # delete_for_runs (rollback) is threadline's own on memory, sqlite and postgres.
+    "memory": {"delete_for_runs"},
+    "sqlite": {"delete_for_runs"},  # SqliteSaver 3.1.2 implements none of them
     "redis": EXTENDED,
-    "postgres": {"prune"},
+    "postgres": {"prune", "delete_for_runs"},
     "redis-stack": {"prune"},
 }
 

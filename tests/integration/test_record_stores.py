@@ -19,6 +19,7 @@ from threadline.runs.records import (
     RunRejected,
     ThreadRecord,
     now_iso,
+    shown_status,
 )
 from threadline.runs.records_redis import RedisRecordStore
 
@@ -140,6 +141,11 @@ async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
     assert await asyncio.wait_for(waiter, 2) == "rollback"
     await store.request_cancel(t.thread_id, run.run_id, "interrupt")  # the first one counts
     assert await store.wait_cancel(t.thread_id, run.run_id) == "rollback"
+    # The record says so at once (the API shows it interrupted), its own status still active.
+    record = await store.get_run(t.thread_id, run.run_id)
+    assert (record.status, record.cancel, shown_status(record)) == ("pending", "rollback", "interrupted")
+    await store.finish_run(t.thread_id, run.run_id, "interrupted", "idle", b"{}")
+    assert shown_status(await store.get_run(t.thread_id, run.run_id)) == "interrupted"
 
 
 async def test_an_accepted_cancel_wins_over_the_runs_own_end(store: RecordStore) -> None:

@@ -1,7 +1,7 @@
 """Conversation state: one seam, :func:`open_checkpointer`, over five backends.
 
 =============== ==========================================================================
-``memory``      LangGraph's ``InMemorySaver``; pod-local, warns at start-up
+``memory``      LangGraph's ``InMemorySaver`` (+ ``delete_for_runs``); pod-local, warns at start-up
 ``sqlite``      :mod:`threadline.checkpoint.sqlite`, async bridge over the sync ``SqliteSaver``
 ``redis``       :mod:`threadline.checkpoint.redis`, threadline's saver on plain Redis
 ``redis-stack`` :mod:`threadline.checkpoint.redis_stack`, ``AsyncRedisSaver`` (db 0 only)
@@ -28,11 +28,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 
 from threadline import config, redis_client
 from threadline.checkpoint.errors import StoreUnavailable
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
+from threadline.checkpoint.memory import RollbackInMemorySaver
 from threadline.config import CheckpointSettings
 
 __all__ = ["InstrumentedSaver", "StoreUnavailable", "is_store_down", "open_checkpointer", "store_errors"]
@@ -123,7 +123,7 @@ async def _open_memory(_settings: CheckpointSettings) -> AsyncIterator[BaseCheck
         "CHECKPOINT_BACKEND=memory: conversation state lives in this process only and is lost "
         "on restart; other replicas cannot see it"
     )
-    yield InMemorySaver()
+    yield RollbackInMemorySaver()
 
 
 @asynccontextmanager

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -62,6 +62,28 @@ def describe(conninfo: str) -> str:
     return f"{host}:{port}/{params.get('dbname', '')}"
 
 
+class RollbackPostgresSaver(AsyncPostgresSaver):
+    """``AsyncPostgresSaver`` plus ``delete_for_runs`` (langgraph-checkpoint-postgres leaves it
+    to the base class, which raises; rollback needs it)."""
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint whose metadata ``run_id`` is one of ``run_ids``, with the
+        pending writes stored on it, in one transaction. Channel blobs stay (their versions
+        carry a random part, so no later checkpoint reuses one; ``delete_thread`` removes
+        them)."""
+        ids = [str(r) for r in run_ids]
+        if not ids:
+            return
+        async with self._cursor() as cur, cur.connection.transaction():
+            await cur.execute(
+                "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN "
+                "(SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
+                "WHERE metadata->>'run_id' = ANY(%s))",
+                (ids,),
+            )
+            await cur.execute("DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)", (ids,))
+
+
 @asynccontextmanager
 async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncPostgresSaver]:
     """Open a pool on ``CHECKPOINT_POSTGRES_URL``, run the migrations once, yield the saver.
@@ -93,7 +115,7 @@ async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncPostgre
             raise StoreUnavailable(
                 "postgres", f"no connection to {target} within {CONNECT_TIMEOUT:g}s"
             ) from exc
-        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        saver = RollbackPostgresSaver(pool)  # type: ignore[arg-type]
         try:
             await migrate(saver, conninfo)
         except psycopg.OperationalError as exc:

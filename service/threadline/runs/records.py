@@ -64,6 +64,17 @@ class RunRecord:
     metadata: dict[str, Any]
     multitask_strategy: str
     kwargs: dict[str, Any]
+    # The first cancel action accepted for the run (None: none). The run stays pending or
+    # running until its executor settles it; the API shows it ``interrupted`` from the
+    # moment the cancel is accepted, as langgraph-api does (:func:`shown_status`).
+    cancel: str | None = None
+
+
+def shown_status(run: RunRecord) -> str:
+    """The status the API shows: ``interrupted`` for an active run whose cancel was accepted."""
+    if run.cancel is not None and run.status in ACTIVE_RUN_STATUSES:
+        return "interrupted"
+    return run.status
 
 
 @dataclass(frozen=True)
@@ -219,7 +230,8 @@ class RecordStore(Protocol):
     async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
         """Ask the run's executor to stop; ``action`` is ``interrupt`` or ``rollback``. Only
         while the run is active, atomically with its :meth:`finish_run`: returns False (and
-        stores nothing) if it ended first."""
+        stores nothing) if it ended first. The run's record says so (``cancel``) in the same
+        step."""
         ...
 
     async def wait_cancel(
@@ -453,6 +465,7 @@ class LocalRecordStore:
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
             return False
         self._cancel_actions.setdefault(run_id, action)
+        run.cancel = self._cancel_actions[run_id]
         self._cancels.setdefault(run_id, asyncio.Event()).set()
         return True
 

@@ -179,10 +179,12 @@ class RedisRecordStore:
 
     # KEYS[1] run, KEYS[2] cancel requests; ARGV[1] action, ARGV[2] ttl. Only while the run is
     # active: a cancel either comes before the run's end (which FINISH_RUN then refuses) or is
-    # refused itself (returns 0). Returns 1 if requested.
+    # refused itself (returns 0). The run's 'cancel' field (its first action) shows it
+    # cancelled to readers at once. Returns 1 if requested.
     REQUEST_CANCEL = """
     local st = redis.call('HGET', KEYS[1], 'status')
     if st ~= 'pending' and st ~= 'running' then return 0 end
+    redis.call('HSETNX', KEYS[1], 'cancel', ARGV[1])
     redis.call('RPUSH', KEYS[2], ARGV[1])
     redis.call('EXPIRE', KEYS[2], ARGV[2])
     return 1
@@ -648,4 +650,5 @@ def _run(row: dict[bytes, bytes]) -> RunRecord | None:
         metadata=orjson.loads(text["metadata"]),
         multitask_strategy=text["multitask_strategy"].decode(),
         kwargs=orjson.loads(text["kwargs"]),
+        cancel=_cancel_action(text["cancel"]) if "cancel" in text else None,
     )

@@ -44,6 +44,7 @@ from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants, input_keys
 from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
     END_EVENT,
@@ -53,6 +54,7 @@ from threadline.runs.records import (
     RunRecord,
     RunRejected,
     now_iso,
+    shown_status,
 )
 from threadline.runs.threads import OWNER_KEY, Threads, thread_config
 
@@ -259,7 +261,7 @@ class Runs:
         if not can_delete_for_runs(self.threads.checkpointer):
             raise Invalid(
                 f"{field}: rollback needs a checkpointer that deletes a run's checkpoints "
-                "(CHECKPOINT_BACKEND=redis); use interrupt"
+                "(every CHECKPOINT_BACKEND but redis-stack); use interrupt"
             )
 
     async def _check_resume(self, assistant: Assistant, thread_id: str, payload: dict[str, Any]) -> None:
@@ -551,23 +553,20 @@ class Runs:
     async def _cancelled(
         self, run: RunRecord, assistant: Assistant, action: str, turn: _Turn
     ) -> tuple[str, str, bytes]:
-        error = {"error": "UserInterrupt", "message": "the run was cancelled"}
-        if action == "rollback":
-            error = {"error": "UserRollback", "message": "the run was cancelled and what it wrote deleted"}
-        # Said as soon as the graph stopped; the run ends (its result) once the thread is settled.
-        turn.events.add("error", error, check=False)
+        """Settle a stopped run and return its end as langgraph-api 0.16 records one: the run
+        ``interrupted`` with no ``error`` event (a cancel is not a failure: the JS SDK's
+        ``runs.wait`` would throw and ``useStream`` call ``onError``), its result the thread's
+        values (what ``join``/``wait`` answer), the thread ``interrupted`` when its state has
+        a next step (stopped mid-run) and ``idle`` when not (rolled back, or stopped at the end)."""
 
         async def settle(_retry: int) -> Any:
             await self._settle(run, assistant, action)
-            # The run stopped mid-step: its unfinished step is not an interrupt the client
-            # must answer, so the thread is idle unless it already waited at one.
             return await assistant.graph.aget_state(thread_config(run.thread_id))
 
         # A Redis restart is waited out, as in a run's own steps: recording the run's end
         # meanwhile would contradict the accepted cancel.
         state = await _through_store_failures(run, "settling a cancelled run; trying again", settle)
-        status = "interrupted" if state.interrupts else "idle"
-        return "interrupted", status, wire.dumps({"__error__": error})
+        return "interrupted", "interrupted" if state.next else "idle", _values_result(state)
 
     async def _settle(self, run: RunRecord, assistant: Assistant, action: str) -> None:
         """Leave the thread of a stopped run in a state the next run can continue, under the
@@ -714,7 +713,7 @@ class Runs:
         self, principal: str, thread_id: str, limit: int = 10, offset: int = 0, status: str | None = None
     ) -> list[RunRecord]:
         await self.threads.record(principal, thread_id)
-        runs = [r for r in await self.records.runs_of(thread_id) if status is None or r.status == status]
+        runs = [r for r in await self.records.runs_of(thread_id) if status in (None, shown_status(r))]
         return runs[offset : offset + limit]
 
     async def join(self, principal: str, thread_id: str, run_id: str, check: bool = True) -> bytes:
@@ -871,7 +870,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "assistant_id": run.assistant_id,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
-        "status": run.status,
+        "status": shown_status(run),
         "metadata": run.metadata,
         "multitask_strategy": run.multitask_strategy,
         "kwargs": {k: v for k, v in run.kwargs.items() if k != "stateless"},
@@ -952,6 +951,16 @@ async def close_open_tool_calls(graph: Any, thread_id: str, token: str | None) -
     return len(results)
 
 
+def _values_result(state: Any) -> bytes:
+    """The result of a run that ended at ``state`` (a ``StateSnapshot``): its values, and its
+    pending interrupts as ``__interrupt__``."""
+    values = state.values
+    result = dict(values) if isinstance(values, dict) else {"__root__": values}
+    if state.interrupts:
+        result["__interrupt__"] = [wire.interrupt_dict(i) for i in state.interrupts]
+    return wire.dumps(result)
+
+
 def can_delete_for_runs(saver: BaseCheckpointSaver) -> bool:
     """Whether the saver implements ``adelete_for_runs`` (the base class only raises)."""
     return type(saver).adelete_for_runs is not BaseCheckpointSaver.adelete_for_runs
@@ -1006,6 +1015,13 @@ async def _stream(graph, graph_input, config, kwargs, requested: list[str]) -> A
     # Always a context, {} by default (an assistant's default, as langgraph-api passes it): a
     # graph with a context schema then gets its defaults instead of None.
     options["context"] = kwargs.get("context") or {}
+    if kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2:
+        # The v2 protocol: LangGraph's own protocol events, every namespace (runs/protocol.py).
+        del options["stream_mode"], options["subgraphs"]
+        async with await graph.astream_events(graph_input, config, version="v3", **options) as events:
+            async for event in events:
+                yield tuple(event["params"].get("namespace") or ()), "protocol", event
+        return
     subgraphs = bool(kwargs.get("stream_subgraphs"))
     if "events" not in requested:
         async for ns, mode, chunk in graph.astream(graph_input, config, **options):
@@ -1131,6 +1147,10 @@ class _Emitter:
 
     async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
         suffix = "|" + "|".join(ns) if ns else ""
+        if mode == "protocol":  # stored as it is; the run's end reads the state
+            chunk.pop("seq", None)
+            await self(f"{chunk['method']}{suffix}", chunk)
+            return
         if not ns and mode == "values":
             self.last_values = chunk
         elif not ns and mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
