@@ -14,7 +14,8 @@ pytestmark = pytest.mark.unit
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "threadline", *args], capture_output=True, text=True, timeout=60)
+    command = [sys.executable, "-m", "threadline", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
 def test_version() -> None:
