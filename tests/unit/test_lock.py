@@ -72,6 +72,9 @@ def test_the_dockerfile_installs_from_the_lock_with_hashes() -> None:
     assert "--require-hashes -r /src/service/requirements.lock" in dockerfile
     # EXTRAS: each provider's lock, with hashes too
     assert '--require-hashes -r "/src/service/requirements-$extra.lock"' in dockerfile
+    # ...and the build context has them (the first dry-run release build missed them)
+    ignore = (SERVICE.parent / ".dockerignore").read_text().splitlines()
+    assert "!service/requirements.lock" in ignore and "!service/requirements-*.lock" in ignore
 
 
 def test_lock_is_what_make_lock_writes(tmp_path: Path) -> None:
