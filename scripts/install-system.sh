@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the tests need: Redis, PostgreSQL, the image tools (podman, buildah,
-# debootstrap), node and Debian's chromium for the JavaScript-client and browser tests.
+# debootstrap), node and Debian's chromium for the JavaScript-client and browser tests, zsh for
+# the README's snippets.
 # Installs only what is missing; a no-op on a machine that has them. It never starts, stops or
 # disables a service: the tests start their own Redis and PostgreSQL on free ports, and a Redis
 # or PostgreSQL you already run is left alone. Packages it installs are kept from starting their
@@ -16,6 +17,7 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v runuser >/dev/null || need+=(util-linux)
 command -v node >/dev/null || need+=(nodejs npm)
 command -v chromium >/dev/null || need+=(chromium)
+command -v zsh >/dev/null || need+=(zsh)   # the README's snippets are run in zsh too (macOS's shell)
 
 if ((${#need[@]})); then
   sudo=""
