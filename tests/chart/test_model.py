@@ -119,3 +119,11 @@ def test_metrics_only_from_the_monitoring_namespace_by_default() -> None:
     sets = ["networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=obs"]
     _, metrics = policy(helm_template(sets=sets))["ingress"]
     assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"team": "obs"}}}]
+
+
+def test_skaffolds_dev_values_carry_a_key_so_requests_are_not_all_refused() -> None:
+    import hashlib
+
+    secret = one(rendered("dev-values.yaml"), "Secret", "t-threadline")
+    digest = hashlib.sha256(b"threadline-dev-key").hexdigest()
+    assert secret["stringData"]["API_KEYS"] == f"dev:{digest}"
