@@ -3,6 +3,7 @@
 #
 #   scripts/build-image.sh                 # -> threadline:dev
 #   IMAGE=threadline:1.2.3 scripts/build-image.sh
+#   EXTRAS=openai,anthropic scripts/build-image.sh      # with model provider packages
 #
 # Docker when a Docker engine answers (`docker info`), else podman. With podman there may be no
 # registry to pull a base image from, so the base is made with debootstrap, imported as
@@ -34,6 +35,10 @@ extra_index=$(printf '%s' "$extra_index" | http_only)
 [ -n "$index_url" ] && build_args+=(--build-arg "PIP_INDEX_URL=$index_url")
 [ -n "$extra_index" ] && build_args+=(--build-arg "PIP_EXTRA_INDEX_URL=$extra_index")
 [ -n "$trusted" ] && build_args+=(--build-arg "PIP_TRUSTED_HOST=$trusted")
+[ -n "${EXTRAS:-}" ] && build_args+=(--build-arg "EXTRAS=$EXTRAS")
+# Extra build arguments (scripts/release.sh: OCI labels), one `--build-arg` word each.
+read -r -a more_args <<<"${BUILD_ARGS:-}"
+for arg in "${more_args[@]}"; do build_args+=(--build-arg "$arg"); done
 
 started=$(date +%s)
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then

@@ -5,7 +5,7 @@
 #   image, as the helm test runs it) passes a two-turn conversation.
 # Docker when a Docker engine answers; else buildah (`podman run` fails here: rlimits), with
 # `buildah from` + `buildah run --isolation chroot --network host`.
-# Then, as a base image: examples/refunds (`FROM threadline:dev`) is built on top of IMAGE,
+# Then, as a base image: examples/refunds (`FROM ${THREADLINE_IMAGE}`) is built on top of IMAGE,
 # started the same way, and must serve its own graph: one LangGraph API run (POST /runs/wait)
 # on graph `refunds`, from the smoke tool inside the image.
 #   SKIP_BUILD=1 scripts/image-test.sh    # test an image built before
@@ -66,10 +66,8 @@ if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     || fail "smoke"
   docker rm -f "$docker_ctr" >/dev/null
   docker_ctr=""
-  # The example names its base `threadline:dev`; point that name at IMAGE for this build.
-  from=()
-  [ "$IMAGE" = threadline:dev ] || from=(--build-context "threadline:dev=docker-image://$IMAGE")
-  docker build "${from[@]}" -t "$EXAMPLE_IMAGE" examples/refunds
+  # The example's base is a build argument (the published release by default): IMAGE here.
+  docker build --build-arg "THREADLINE_IMAGE=$IMAGE" -t "$EXAMPLE_IMAGE" examples/refunds
   docker_ctr=$(docker run -d --read-only --network host -v "$work/tmp:/tmp" -v "$work/data:/data" \
     "${env_args[@]}" "$EXAMPLE_IMAGE")
   wait_ready
@@ -123,8 +121,8 @@ else
   extra=()
   [ -d /etc/ssl/certs ] && extra+=(-v /etc/ssl/certs:/etc/ssl/certs:ro)
   echo "image-test: building $EXAMPLE_IMAGE from examples/refunds on $IMAGE"
-  # --from: the example names its base `threadline:dev`; build it on IMAGE instead.
-  podman build --isolation chroot --network host "${extra[@]}" --from "$IMAGE" \
+  # The example's base is a build argument (the published release by default): IMAGE here.
+  podman build --isolation chroot --network host "${extra[@]}" --pull=never --build-arg "THREADLINE_IMAGE=$IMAGE" \
     -t "$EXAMPLE_IMAGE" examples/refunds >"$work/example-build.log" 2>&1 \
     || { tail -n 20 "$work/example-build.log" >&2; fail "example build"; }
   example_ctr=$(buildah from --pull-never "$EXAMPLE_IMAGE")

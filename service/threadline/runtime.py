@@ -25,16 +25,40 @@ log = logging.getLogger(__name__)
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0
 
 
+def announce(settings: Settings, user_graphs: dict, has_api_keys: bool) -> None:
+    """The start-up log: the graphs served, the model, the checkpointer; and a loud warning
+    when no API key is configured, since every request would then be refused with 401."""
+    graphs = ([] if CHAT in user_graphs else [CHAT]) + list(user_graphs)
+    log.info(
+        "serving graphs: %s",
+        ", ".join(graphs),
+        extra={
+            "graphs": graphs,
+            "langgraph_config": str(settings.graph.config_path) if settings.graph.config_path else None,
+            "model": settings.model.name,
+            "checkpoint_backend": settings.checkpoint.backend,
+        },
+    )
+    if not has_api_keys:
+        log.warning(
+            "no API keys configured (API_KEYS is empty): every request will be refused with 401. "
+            "Set API_KEYS=principal:sha256hex (`python -m threadline hash-key KEY` prints one; "
+            "`make run` makes a dev key)"
+        )
+
+
 class Runtime:
     """What the routes need, reachable as ``request.app.state.runtime``."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.replica = settings.server.replica_name
-        self.api_keys = ApiKeys(settings.session.api_key_hashes())
+        key_hashes = settings.session.api_key_hashes()
+        self.api_keys = ApiKeys(key_hashes)
         self.model = make_model(settings.model)
         # Imported now, so a graph that fails to import stops start-up before any store opens.
         self.user_graphs = import_graphs(settings.graph.config_path)
+        announce(settings, self.user_graphs, has_api_keys=bool(key_hashes))
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None

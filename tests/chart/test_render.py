@@ -248,6 +248,8 @@ def test_network_policy(config: str | None) -> None:
     wanted = {(53, "UDP"), (53, "TCP"), *((p, "TCP") for p in REDIS_PORTS.get(config, {6379}))}
     if env["CHECKPOINT_BACKEND"] == "postgres":
         wanted.add((5432, "TCP"))
+    if env["MODEL"] != "builtin":  # the provider's API (networkPolicy.modelEgress)
+        wanted.add((443, "TCP"))
     assert ports == wanted
     assert all("ports" in rule for rule in spec["egress"]), "egress only to named ports"
 

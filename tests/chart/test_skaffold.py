@@ -47,10 +47,14 @@ def test_profile_builds_and_renders(profile: str | None) -> None:
             assert rule["src"].startswith(rule["strip"])
     image = built[-1]  # the image deployed: the last one built
     if len(artifacts) > 1:
-        # The example's `FROM` is the base artifact under the tag this profile gives it.
-        base = artifacts[-1]
-        dockerfile = (REPO / base["context"] / base["docker"]["dockerfile"]).read_text()
-        assert f"FROM {built[0]}:{config['build']['tagPolicy']['envTemplate']['template']}\n" in dockerfile
+        # The example's `FROM` is the base artifact, handed over as the build argument its
+        # alias names (skaffold sets it to the image it built).
+        example = artifacts[-1]
+        dockerfile = (REPO / example["context"] / example["docker"]["dockerfile"]).read_text()
+        (required,) = example["requires"]
+        assert required["image"] == built[0]
+        assert f"FROM ${{{required['alias']}}}\n" in dockerfile
+        assert f"ARG {required['alias']}=" in dockerfile
     for release in config["deploy"].get("helm", {}).get("releases", []):
         key = image.replace("-", "_")
         assert release["setValueTemplates"]["image.repository"] == f"{{{{.IMAGE_REPO_{key}}}}}"

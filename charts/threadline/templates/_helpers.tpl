@@ -310,7 +310,11 @@ the values key to change.
 {{- if and (eq $v.config.checkpointBackend "postgres") (not $v.externalSecret.remoteRefs.postgresUrl.key) }}
 {{- fail "externalSecret.remoteRefs.postgresUrl.key is required when config.checkpointBackend=postgres" }}
 {{- end }}
+{{- if and $v.secret.modelApiKeyEnv (not $v.externalSecret.remoteRefs.modelApiKey.key) }}
+{{- fail "externalSecret.remoteRefs.modelApiKey.key is required when secret.modelApiKeyEnv is set (the provider's API key)" }}
 {{- end }}
+{{- end }}
+{{- include "threadline.validateModel" . }}
 {{- if not (or $v.secret.existingSecret $v.externalSecret.enabled) }}
 {{- if and (not $v.secret.apiKeys) (not $v.tests.enabled) }}
 {{- fail "secret.apiKeys is required (principal:sha256hex entries; `python -m threadline hash-key KEY`), or set secret.existingSecret or externalSecret.enabled" }}
@@ -437,6 +441,14 @@ threadline.env: the service container's environment beyond the ConfigMap: pod na
       name: {{ $secret }}
       key: CHECKPOINT_POSTGRES_URL
 {{- end }}
+{{- with .Values.secret.modelApiKeyEnv }}
+# The model provider's API key (read by its client library, not by threadline's settings).
+- name: {{ . }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ . }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -458,4 +470,34 @@ threadline.graphs.configPath: LANGGRAPH_CONFIG, or empty to leave the image's ow
 {{- else }}
 {{- .Values.graphs.config }}
 {{- end }}
+{{- end }}
+
+{{/*
+threadline.validateModel: the model provider's key: named, and given where the chart makes the
+Secret; names a reserved variable never.
+*/}}
+{{- define "threadline.validateModel" -}}
+{{- $v := .Values }}
+{{- $env := $v.secret.modelApiKeyEnv }}
+{{- if and $env (has $env (list "API_KEYS" "REDIS_PASSWORD" "REDIS_SENTINEL_PASSWORD" "REDIS_URL" "CHECKPOINT_REDIS_URL" "CHECKPOINT_POSTGRES_URL" "REPLICA_NAME")) }}
+{{- fail (printf "secret.modelApiKeyEnv=%s is one of the service's own variables: name the provider's (e.g. OPENAI_API_KEY)" $env) }}
+{{- end }}
+{{- if and $env (not (or $v.secret.existingSecret $v.externalSecret.enabled)) (not $v.secret.modelApiKey) }}
+{{- fail (printf "secret.modelApiKey is required when secret.modelApiKeyEnv is set (the raw %s), or keep it in secret.existingSecret / externalSecret" $env) }}
+{{- end }}
+{{- if and $v.secret.modelApiKey (not $env) }}
+{{- fail "secret.modelApiKeyEnv is required with secret.modelApiKey (the variable the provider reads, e.g. OPENAI_API_KEY)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+threadline.modelEgress: "true" when the NetworkPolicy lets the pods reach the model provider
+(`networkPolicy.modelEgress.enabled`, by default when `config.model` is not `builtin`).
+*/}}
+{{- define "threadline.modelEgress" -}}
+{{- $enabled := .Values.networkPolicy.modelEgress.enabled }}
+{{- if kindIs "invalid" $enabled }}
+{{- $enabled = ne .Values.config.model "builtin" }}
+{{- end }}
+{{- if $enabled }}true{{ end }}
 {{- end }}
