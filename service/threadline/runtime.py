@@ -9,10 +9,11 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
-from threadline.agent.registry import CHAT, bind_graphs, import_graphs
+from threadline.agent.registry import CHAT, bind_graphs, import_auth, import_graphs
 from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
 from threadline.config import Settings
+from threadline.custom_auth import CustomAuth
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -35,6 +36,7 @@ class Runtime:
         self.model = make_model(settings.model)
         # Imported now, so a graph that fails to import stops start-up before any store opens.
         self.user_graphs = import_graphs(settings.graph.config_path)
+        self.custom_auth = _custom_auth(settings)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
@@ -108,3 +110,15 @@ class Runtime:
         if waits:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*waits), seconds)
+
+
+def _custom_auth(settings: Settings) -> CustomAuth | None:
+    """The handlers of the config's ``auth.path``, or None (``API_KEYS`` alone authenticates)."""
+    auth = import_auth(settings.graph.config_path)
+    if auth is None:
+        return None
+    if settings.session.api_keys.strip():
+        log.info(
+            "custom auth and API_KEYS: X-API-Key requests are API_KEYS principals, all others the handler's"
+        )
+    return CustomAuth(auth, settings.graph.auth_timeout_seconds)  # type: ignore[arg-type]

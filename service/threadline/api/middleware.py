@@ -21,7 +21,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from threadline import metrics
+from threadline import access, metrics
 from threadline.api.deps import PRINCIPAL_SCOPE_KEY, authenticate
 from threadline.api.errors import ApiError, error_response, unavailable
 from threadline.checkpoint import is_store_down
@@ -123,9 +123,7 @@ class ServiceMiddleware:
             if has_body and scope["path"] not in PUBLIC_BODY_PATHS:
                 try:
                     scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = await authenticate(
-                        self.runtime,
-                        headers.get(b"authorization", b"").decode("latin-1") or None,
-                        headers.get(b"x-api-key", b"").decode("latin-1") or None,
+                        self.runtime, scope
                     )
                 except ApiError as exc:
                     await refuse(exc)
@@ -135,7 +133,8 @@ class ServiceMiddleware:
                         raise
                     await refuse(unavailable("a store is unreachable; retry shortly"))
                     return
-            await self.app(scope, capped_receive, send_with_replica)
+            with access.request_scope():  # the request's custom auth filter, for it alone
+                await self.app(scope, capped_receive, send_with_replica)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
