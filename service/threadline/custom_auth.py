@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -222,7 +223,11 @@ class CustomAuth:
             self._slots.release()
             raise
         loop = asyncio.get_running_loop()
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._slots.release))
+        def release(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed while the thread hung
+                loop.call_soon_threadsafe(self._slots.release)
+
+        future.add_done_callback(release)
         return await asyncio.wrap_future(future)
 
     def handler_for(self, resource: str, action: str) -> Callable[..., Any] | None:

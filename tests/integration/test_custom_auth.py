@@ -271,3 +271,13 @@ def test_a_slow_handler_cannot_wedge_the_replica(probe):
         assert deadline_ok.status_code == 503
         time.sleep(0.1)
     assert deadline_ok is not None and deadline_ok.status_code == 200
+
+
+def test_an_assistants_filter_hides_the_graphs(probe):
+    plain, filtered = _http(probe, "user-mia"), _http(probe, "user-mia", **{"X-Probe-Filtered": "1"})
+    assert {a["graph_id"] for a in plain.post("/assistants/search", json={}).json()} >= {"greeter", "chat"}
+    assert filtered.post("/assistants/search", json={}).json() == []
+    assert filtered.post("/assistants/count", json={}).json() == 0
+    assert plain.get("/assistants/greeter").status_code == 200
+    assert filtered.get("/assistants/greeter").status_code == 404
+    assert filtered.get("/assistants/greeter/schemas").status_code == 404

@@ -189,13 +189,24 @@ class Authorizer:
         self.caller = caller
 
     async def __call__(self, resource: str, action: str, value: dict[str, Any]) -> dict[str, Any]:
-        if self.custom is not None:
-            try:
-                filters = await self.custom.authorize(self.caller, resource, action, value)
-            except AuthFailed as exc:
-                raise auth_error(exc) from None
-            access.set_for_request(filters)
+        """Threads, runs, assistants: the value, and the filter set for the request's reads."""
+        access.set_for_request(await self.check(resource, action, value))
         return value
+
+    async def check(self, resource: str, action: str, value: dict[str, Any]) -> access.Filters | None:
+        """Run the handler for ``(resource, action)`` on ``value`` (changed in place) and return
+        its filter, without making it the request's: for the store (``/store/*``), whose
+        caller applies the filter to the items it reads (``access.matches`` on their values).
+
+        Raises:
+            ApiError: the handler refused (403, or its own status) or timed out (503).
+        """
+        if self.custom is None:
+            return None
+        try:
+            return await self.custom.authorize(self.caller, resource, action, value)
+        except AuthFailed as exc:
+            raise auth_error(exc) from None
 
 
 async def get_authorizer(runtime: RuntimeDep, caller: CallerDep) -> Authorizer:

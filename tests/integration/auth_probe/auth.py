@@ -48,3 +48,9 @@ async def create(ctx: Auth.types.AuthContext, value: dict) -> None:
 @auth.on.threads
 async def threads(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
     return VISIBLE if "filtered" in ctx.permissions else None
+
+
+@auth.on.assistants
+async def assistants(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
+    # The served graphs' assistants carry {"created_by": "system"}: a `filtered` caller sees none.
+    return {"created_by": "someone"} if "filtered" in ctx.permissions else None
