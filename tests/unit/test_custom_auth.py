@@ -186,3 +186,30 @@ async def test_the_most_specific_resource_handler_decides() -> None:
         with pytest.raises(AuthFailed) as refused:
             await custom.authorize(caller, resource, action, {})
         assert refused.value.status == 403
+
+
+def _config(tmp_path, auth: object, module: str | None = None):
+    import json
+
+    if module is not None:
+        (tmp_path / "mine.py").write_text(module)
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"dependencies": ["."], "graphs": {"g": "pkg.g:graph"}, "auth": auth}))
+    return path
+
+
+def test_the_auth_module_is_imported_relative_to_langgraph_json(tmp_path) -> None:
+    from threadline.agent.registry import import_auth
+
+    module = "from langgraph_sdk import Auth\nauth = Auth()\nnot_auth = 1\n"
+    assert isinstance(import_auth(_config(tmp_path, {"path": "./mine.py:auth"}, module)), Auth)
+    assert import_auth(_config(tmp_path, {"openapi": {}})) is None  # no path: no custom auth
+    for auth, says in (
+        ({"path": "./mine.py:not_auth"}, "not a langgraph_sdk.Auth"),
+        ({"path": "./missing.py:auth"}, "no such file"),
+        ({"path": "./mine.py:nope"}, "'nope' is not defined"),
+        ({"path": "no-colon"}, "expected"),
+    ):
+        with pytest.raises(ConfigError, match=r"auth\.path") as refused:
+            import_auth(_config(tmp_path, auth, module))
+        assert says in str(refused.value)

@@ -18,6 +18,9 @@ stops start-up with a :class:`~threadline.config.ConfigError` that names ``LANGG
 the graph id and the cause. Without ``LANGGRAPH_CONFIG`` the built-in chat graph is served as
 ``chat``; with it, ``chat`` stays unless the config defines its own.
 
+Its ``auth.path`` (custom auth, :mod:`threadline.custom_auth`) is imported the same way by
+:func:`import_auth`, relative to the json file with the ``dependencies`` importable.
+
 Two phases, so that a broken config stops start-up before any store is opened:
 :func:`import_graphs` (reads, imports, calls factories, checks; needs no store) then
 :func:`bind_graphs` (attaches the checkpointer; cannot fail). :func:`load_graphs` does both.

@@ -10,8 +10,10 @@ Body limits, in the order they apply:
    request with a 413 at once, as does a body that has not fully arrived within the body
    timeout (408). Either way the connection is closed, so the rest is never read.
 
-The principal found in step 1 is kept in the request scope, so the route's own auth dependency
-does not look the session up a second time.
+The caller found in step 1 is kept in the request scope, so the route's own auth dependency
+does not look the session up (or call a custom auth handler) a second time. Each request runs
+in :func:`threadline.access.request_scope`: the custom auth filter a route sets lasts as long
+as the request, its streamed body included, and no longer.
 """
 
 from __future__ import annotations
