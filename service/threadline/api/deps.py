@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 from starlette.datastructures import QueryParams
 from starlette.types import Scope
 
@@ -148,8 +148,9 @@ async def _custom(custom: CustomAuth, scope: Scope) -> Caller:
 
 
 def auth_error(exc: AuthFailed) -> ApiError:
-    """The API's answer to a refusal of the custom auth handlers."""
-    if exc.status == 401:
+    """The API's answer to a refusal of the custom auth handlers (a status that is not an
+    error status, from an ``HTTPException(200)`` say, is a 401: the request is not let through)."""
+    if exc.status == 401 or not 400 <= exc.status <= 599:
         return ApiError(
             401, "unauthenticated", exc.message, {"WWW-Authenticate": "Bearer", **(exc.headers or {})}
         )
@@ -157,7 +158,14 @@ def auth_error(exc: AuthFailed) -> ApiError:
     return ApiError(exc.status, code, exc.message, exc.headers)
 
 
-async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+async def get_caller(
+    request: Request,
+    runtime: RuntimeDep,
+    # Read from the scope by authenticate(); declared so the OpenAPI document says which
+    # operations need credentials (threadline.api.openapi answers them 401).
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Caller:
     """The caller; already known when the middleware authenticated it before the body."""
     known = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
     if known is not None:
