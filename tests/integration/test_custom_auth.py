@@ -56,8 +56,16 @@ def replicas(redis, issuer, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def probe(redis, tmp_path_factory):
-    env = redis_env(redis, API_KEYS="", LANGGRAPH_CONFIG=str(PROBE_CONFIG), AUTH_TIMEOUT_SECONDS="1")
+    calls = tmp_path_factory.mktemp("probe-calls")
+    env = redis_env(
+        redis,
+        API_KEYS="",
+        LANGGRAPH_CONFIG=str(PROBE_CONFIG),
+        AUTH_TIMEOUT_SECONDS="1",
+        PROBE_CALLS_DIR=str(calls),
+    )
     replica = ServiceProcess(env, name="auth-probe", log_dir=tmp_path_factory.mktemp("probe")).start()
+    replica.calls = calls
     yield replica
     replica.kill()
 
@@ -281,3 +289,22 @@ def test_an_assistants_filter_hides_the_graphs(probe):
     assert plain.get("/assistants/greeter").status_code == 200
     assert filtered.get("/assistants/greeter").status_code == 404
     assert filtered.get("/assistants/greeter/schemas").status_code == 404
+
+
+def test_authenticate_runs_once_per_request(probe):
+    """Whether the middleware authenticates (a body) or the route's dependency does (no body),
+    and however many dependencies of the route need the caller."""
+    name = f"nina{uuid.uuid4().hex[:6]}"
+    client = _http(probe, f"count-{name}")
+    thread_id = client.post("/threads", json={}).json()["thread_id"]
+    body = {"assistant_id": "greeter", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    assert client.post(f"/threads/{thread_id}/runs/wait", json=body).status_code == 200
+    assert client.get(f"/threads/{thread_id}").status_code == 200
+    assert client.get(f"/threads/{thread_id}/history").status_code == 200
+    seen = (probe.calls / name).read_text().splitlines()
+    assert seen == [
+        "POST /threads",
+        f"POST /threads/{thread_id}/runs/wait",
+        f"GET /threads/{thread_id}",
+        f"GET /threads/{thread_id}/history",
+    ]

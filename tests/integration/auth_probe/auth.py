@@ -3,10 +3,13 @@
 Bearer tokens: ``user-<name>`` is <name> (with ``X-Probe-Filtered: 1``, also the permission
 ``filtered``, whose resource handlers return a filter); ``slow-<seconds>`` sleeps that long
 (a sync handler: on the server's auth threads); ``boom`` raises with the token in its text;
-``teapot`` raises HTTPException(418); ``garbage`` returns no identity.
+``teapot`` raises HTTPException(418); ``garbage`` returns no identity; ``count-<name>`` is
+<name>, each call appending a line to ``$PROBE_CALLS_DIR/<name>`` (how often it was called).
 """
 
+import os
 import time
+from pathlib import Path
 
 from langgraph_sdk import Auth
 
@@ -27,6 +30,10 @@ def authenticate(authorization: str | None, headers: dict, path: str, method: st
             "permissions": ["filtered"] if filtered else [],
             "seen": f"{method} {path} {query_params.get('probe', '')}",
         }
+    if token.startswith("count-"):
+        with open(Path(os.environ["PROBE_CALLS_DIR"]) / token[6:], "a") as calls:
+            calls.write(f"{method} {path}\n")
+        return token[6:]
     if token.startswith("slow-"):
         time.sleep(float(token[5:]))
         return "slowpoke"
