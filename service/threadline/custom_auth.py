@@ -223,6 +223,7 @@ class CustomAuth:
             self._slots.release()
             raise
         loop = asyncio.get_running_loop()
+
         def release(_: object) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed while the thread hung
                 loop.call_soon_threadsafe(self._slots.release)
