@@ -50,6 +50,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 connector.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await connector
+                if runtime.custom_auth is not None:
+                    runtime.custom_auth.close()  # queued sync auth calls are dropped
 
     server = runtime.settings.server
     docs = {} if server.docs_enabled else {"docs_url": None, "redoc_url": None, "openapi_url": None}

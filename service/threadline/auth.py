@@ -20,6 +20,11 @@ class ApiKeys:
     def __init__(self, hashes: dict[str, str]) -> None:
         self._hashes = hashes
 
+    @property
+    def configured(self) -> bool:
+        """Whether ``API_KEYS`` holds any key."""
+        return bool(self._hashes)
+
     def principal(self, raw_key: str) -> str | None:
         """The principal whose key this is, or None."""
         return self.owner(hash_key(raw_key))

@@ -267,6 +267,10 @@ class GraphSettings(_Group):
     # A langgraph.json (the LangGraph CLI format) whose ``graphs`` are served beside the
     # built-in ``chat`` graph; unset serves ``chat`` alone.
     config_path: Path | None = Field(default=None, validation_alias=AliasChoices("LANGGRAPH_CONFIG"))
+    # Deadline of each call of the config's custom auth handlers (`auth` in langgraph.json):
+    # past it a request is 503 + Retry-After. A JWKS fetch over a WAN is ~0.1-0.5 s; 5 s
+    # rides out a slow identity provider without letting a hung one hold requests.
+    auth_timeout_seconds: float = Field(default=5.0, gt=0)
 
     @field_validator("config_path", mode="before")
     @classmethod

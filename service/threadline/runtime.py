@@ -9,10 +9,11 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
-from threadline.agent.registry import CHAT, bind_graphs, import_graphs
+from threadline.agent.registry import CHAT, bind_graphs, import_auth, import_graphs
 from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
 from threadline.config import Settings
+from threadline.custom_auth import CustomAuth
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -25,9 +26,10 @@ log = logging.getLogger(__name__)
 RETRY_FIRST, RETRY_MAX = 0.2, 5.0
 
 
-def announce(settings: Settings, user_graphs: dict, has_api_keys: bool) -> None:
+def announce(settings: Settings, user_graphs: dict, has_identity: bool) -> None:
     """The start-up log: the graphs served, the model, the checkpointer; and a loud warning
-    when no API key is configured, since every request would then be refused with 401."""
+    when neither API keys nor custom auth are configured, since every request would then be
+    refused with 401."""
     graphs = ([] if CHAT in user_graphs else [CHAT]) + list(user_graphs)
     log.info(
         "serving graphs: %s",
@@ -39,9 +41,9 @@ def announce(settings: Settings, user_graphs: dict, has_api_keys: bool) -> None:
             "checkpoint_backend": settings.checkpoint.backend,
         },
     )
-    if not has_api_keys:
+    if not has_identity:
         log.warning(
-            "no API keys configured (API_KEYS is empty): every request will be refused with 401. "
+            "no API keys and no custom auth configured (API_KEYS is empty): every request will be refused with 401. "
             "Set API_KEYS=principal:sha256hex (`python -m threadline hash-key KEY` prints one; "
             "`make run` makes a dev key)"
         )
@@ -58,7 +60,8 @@ class Runtime:
         self.model = make_model(settings.model)
         # Imported now, so a graph that fails to import stops start-up before any store opens.
         self.user_graphs = import_graphs(settings.graph.config_path)
-        announce(settings, self.user_graphs, has_api_keys=bool(key_hashes))
+        self.custom_auth = _custom_auth(settings)
+        announce(settings, self.user_graphs, has_identity=bool(key_hashes) or self.custom_auth is not None)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
@@ -132,3 +135,15 @@ class Runtime:
         if waits:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*waits), seconds)
+
+
+def _custom_auth(settings: Settings) -> CustomAuth | None:
+    """The handlers of the config's ``auth.path``, or None (``API_KEYS`` alone authenticates)."""
+    auth = import_auth(settings.graph.config_path)
+    if auth is None:
+        return None
+    if settings.session.api_keys.strip():
+        log.info(
+            "custom auth and API_KEYS: X-API-Key requests are API_KEYS principals, all others the handler's"
+        )
+    return CustomAuth(auth, settings.graph.auth_timeout_seconds)  # type: ignore[arg-type]

@@ -162,3 +162,36 @@ def test_without_a_test_key_the_helm_test_makes_no_run() -> None:
 def test_the_run_input_must_be_a_json_object() -> None:
     proc = render("tests.run.input=hello", check=False)
     assert proc.returncode != 0 and "input" in proc.stderr
+
+
+def test_a_custom_auth_module_is_mounted_like_a_graph_with_its_settings_from_a_secret() -> None:
+    """examples/custom_auth through the chart: auth.py beside the graph, `auth.path` in the
+    mounted langgraph.json, its AUTH_JWKS/ISSUER/AUDIENCE from an existing Secret."""
+    example = CHART.parents[1] / "examples" / "custom_auth"
+    langgraph_json = json.loads((example / "langgraph.json").read_text())
+    docs = render_json(
+        langgraph_json,
+        "--set-file",
+        f"graphs.files.auth\\.py={example}/auth.py",
+        "--set-file",
+        f"graphs.files.graph\\.py={example}/graph.py",
+        "--set",
+        "auth.existingSecret=idp-settings",
+        "--set",
+        "auth.timeoutSeconds=2",
+    )
+    configmap = one(docs, "ConfigMap", "t-threadline-graphs")
+    assert json.loads(configmap["data"]["langgraph.json"])["auth"] == {"path": "./auth.py:auth"}
+    assert configmap["data"]["auth.py"] == (example / "auth.py").read_text()
+    container = service_container(docs)
+    env = container_env(docs, container)
+    assert env["LANGGRAPH_CONFIG"] == f"{MOUNT}/langgraph.json" and env["AUTH_TIMEOUT_SECONDS"] == "2"
+    assert {"secretRef": {"name": "idp-settings"}} in container["envFrom"]
+    # Without the setting, no Secret is referenced.
+    plain = service_container(render())
+    assert all("secretRef" not in source for source in plain["envFrom"])
+
+
+def test_the_auth_secret_name_must_be_a_kubernetes_name() -> None:
+    proc = render("auth.existingSecret=Not A Name", check=False)
+    assert proc.returncode != 0 and "existingSecret" in proc.stderr

@@ -13,6 +13,7 @@ import time
 
 import httpx
 import pytest
+from jwt_issuer import Issuer, example_env
 
 from client import API_KEY, Client, connect, read_response, status_of
 from servers import ServiceProcess, redis_env
@@ -22,8 +23,10 @@ pytestmark = pytest.mark.integration
 CAP = 4 * 1024 + 4096  # the body cap for MAX_MESSAGE_BYTES=1024: 4x + 4096
 
 
-@pytest.fixture(scope="module")
-def replica(redis_server, tmp_path_factory):
+@pytest.fixture(scope="module", params=["api-keys", "custom-auth"])
+def replica(request, redis_server, tmp_path_factory):
+    """One replica; with ``custom-auth`` it also serves the custom auth example (issue 21), so
+    X-API-Key requests are API_KEYS principals and all others go to its JWT handler."""
     env = redis_env(
         redis_server,
         MAX_MESSAGE_BYTES="1024",
@@ -31,6 +34,8 @@ def replica(redis_server, tmp_path_factory):
         HTTP_BODY_TIMEOUT_SECONDS="1",
         HTTP_MAX_HEADER_BYTES="8192",
     )
+    if request.param == "custom-auth":
+        env |= example_env(str(Issuer(tmp_path_factory.mktemp("idp")).jwks_file))
     proc = ServiceProcess(env, name="limits", log_dir=tmp_path_factory.mktemp("limits")).start()
     yield proc
     proc.kill()

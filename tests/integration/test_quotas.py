@@ -10,6 +10,7 @@ import uuid
 import httpx
 import pytest
 import redis
+from jwt_issuer import Issuer, example_env
 
 from threadline.config import QuotaSettings
 from threadline.quotas import QuotaExceeded, RedisQuotas
@@ -22,9 +23,13 @@ from servers import RedisServer, redis_env
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def replicas(fresh_redis, start_replica):
+@pytest.fixture(params=["api-keys", "custom-auth"])
+def replicas(request, fresh_redis, start_replica, tmp_path):
+    """Two replicas; with ``custom-auth`` also serving the custom auth example (issue 21): the
+    API_KEYS principals keep their quotas beside it (test_custom_auth.py: those of JWT users)."""
     env = redis_env(fresh_redis, QUOTA_THREADS_PER_PRINCIPAL="2", QUOTA_THREAD_BYTES="100")
+    if request.param == "custom-auth":
+        env |= example_env(str(Issuer(tmp_path).jwks_file))
     return start_replica(env, name="quota-a"), start_replica(env, name="quota-b")
 
 

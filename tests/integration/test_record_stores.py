@@ -328,3 +328,23 @@ async def test_a_run_on_an_idle_thread_starts_with_the_lease_and_ends_releasing_
             assert (await store.get_run(other.thread_id, busy.run_id)).status == "pending"
     finally:
         await client.aclose()
+
+
+async def test_a_custom_auth_filter_is_applied_as_the_store_reads(store: RecordStore) -> None:
+    owner = f"filtered-{uuid.uuid4().hex[:6]}"
+    public, pinned, hidden = (
+        thread(owner, tags=["public"]),
+        thread(owner, pinned=True),
+        thread(owner, tags=["x"]),
+    )
+    for record in (public, pinned, hidden):
+        assert await store.create_thread(record)
+    visible = {"$or": [{"tags": {"$contains": "public"}}, {"pinned": {"$eq": True}}]}
+    assert {t.thread_id for t in await store.threads_of(owner, visible)} == {
+        public.thread_id,
+        pinned.thread_id,
+    }
+    assert len(await store.threads_of(owner)) == 3
+    assert await store.get_thread(hidden.thread_id, visible) is None
+    assert (await store.get_thread(public.thread_id, visible)).thread_id == public.thread_id
+    assert await store.get_thread(hidden.thread_id) is not None  # no filter: the record as it is

@@ -18,6 +18,9 @@ stops start-up with a :class:`~threadline.config.ConfigError` that names ``LANGG
 the graph id and the cause. Without ``LANGGRAPH_CONFIG`` the built-in chat graph is served as
 ``chat``; with it, ``chat`` stays unless the config defines its own.
 
+Its ``auth.path`` (custom auth, :mod:`threadline.custom_auth`) is imported the same way by
+:func:`import_auth`, relative to the json file with the ``dependencies`` importable.
+
 Two phases, so that a broken config stops start-up before any store is opened:
 :func:`import_graphs` (reads, imports, calls factories, checks; needs no store) then
 :func:`bind_graphs` (attaches the checkpointer; cannot fail). :func:`load_graphs` does both.
@@ -299,3 +302,47 @@ def _describe(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     return f"{type(exc).__name__} raised{place}"
+
+
+def import_auth(config_path: Path | None) -> object | None:
+    """The ``langgraph_sdk.Auth`` that the config's ``"auth": {"path": …}`` names, or None.
+
+    The path is ``./file.py:attr`` relative to the json file or ``package.module:attr``, with
+    the config's local ``dependencies`` importable (as for graphs).
+
+    Raises:
+        ConfigError: naming ``LANGGRAPH_CONFIG`` ``auth.path`` and the cause.
+    """
+    if config_path is None:
+        return None
+    document = json.loads(config_path.read_text(encoding="utf-8"))  # read_config checked it
+    section = document.get("auth") if isinstance(document, dict) else None
+    if section is None:
+        return None
+    where = f"{VARIABLE}: `auth.path`"
+    path = section.get("path") if isinstance(section, dict) else None
+    if path is None:
+        return None  # `auth` with only openapi/disable_studio_auth: no custom authentication
+    location, sep, attr = path.rpartition(":") if isinstance(path, str) else ("", "", "")
+    if not sep or not location or not attr.isidentifier():
+        raise ConfigError(f"{where}: expected './file.py:attr' or 'package.module:attr'")
+    base = config_path.resolve().parent
+    _add_local_dependencies(document.get("dependencies"), base)
+    if location.endswith(".py") or "/" in location:
+        spec = GraphSpec("auth", path, (base / location).resolve(), None, attr)
+    else:
+        spec = GraphSpec("auth", path, None, location, attr)
+    try:
+        module = _import(spec)
+        if not hasattr(module, attr):
+            raise ConfigError(f"{attr!r} is not defined there")
+    except ConfigError as exc:
+        raise ConfigError(f"{where} ({path}): {exc}") from None
+    except Exception as exc:  # the module's own failure stops start-up, named
+        raise ConfigError(f"{where} ({path}): {_describe(exc)}") from None
+    from langgraph_sdk import Auth
+
+    value = getattr(module, attr)
+    if not isinstance(value, Auth):
+        raise ConfigError(f"{where} ({path}): is a {type(value).__name__}, not a langgraph_sdk.Auth")
+    return value

@@ -7,11 +7,15 @@ a worker thread, a hop per dependency per request.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request
+from starlette.datastructures import QueryParams
+from starlette.types import Scope
 
+from threadline import access
 from threadline.api.errors import ApiError, unavailable
+from threadline.custom_auth import AuthFailed, Caller, CustomAuth
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -73,7 +77,7 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 SessionsDep = Annotated[SessionStore, Depends(get_sessions)]
 
 
-# Where the middleware leaves the principal it authenticated before reading the body.
+# Where the middleware leaves the caller it authenticated before reading the body.
 PRINCIPAL_SCOPE_KEY = "threadline.principal"
 
 
@@ -88,13 +92,27 @@ def bearer_token(authorization: str | None) -> str | None:
     return None
 
 
-async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: str | None) -> str:
-    """The caller, from ``X-API-Key`` or a session's ``Authorization: Bearer`` token.
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1") or None
+    return None
+
+
+async def authenticate(runtime: Runtime, scope: Scope) -> Caller:
+    """The caller of the request ``scope``: with custom auth (``auth`` in ``langgraph.json``),
+    its authenticate handler decides (an ``X-API-Key`` goes to ``API_KEYS`` when that is set
+    too); without it, ``X-API-Key`` or a session's ``Authorization: Bearer`` token.
 
     Raises:
-        ApiError: 401 without credentials or with bad ones; 503 while the session store is
-            not open. Store errors are raised as they come.
+        ApiError: 401 without credentials or with bad ones; the handler's own status; 503 while
+            the session store is not open or past ``AUTH_TIMEOUT_SECONDS``. Store errors are
+            raised as they come.
     """
+    x_api_key = _header(scope, b"x-api-key")
+    if runtime.custom_auth is not None and not (x_api_key and runtime.api_keys.configured):
+        return await _custom(runtime.custom_auth, scope)
+    authorization = _header(scope, b"authorization")
     if x_api_key:
         principal = runtime.api_keys.principal(x_api_key)
     elif (token := bearer_token(authorization)) is not None:
@@ -107,23 +125,103 @@ async def authenticate(runtime: Runtime, authorization: str | None, x_api_key: s
         raise unauthenticated("send X-API-Key or Authorization: Bearer <session token>")
     if principal is None:
         raise unauthenticated("unknown API key or expired session")
-    return principal
+    return Caller.of_principal(principal)
 
 
-async def get_principal(
+async def _custom(custom: CustomAuth, scope: Scope) -> Caller:
+    """The handler's verdict on ``scope``, given the parameters langgraph-api gives it."""
+    arguments = {
+        "request": lambda: Request(scope),
+        "authorization": lambda: _header(scope, b"authorization"),
+        "headers": lambda: dict(scope.get("headers", ())),
+        "path": lambda: scope["path"],
+        "method": lambda: scope["method"],
+        "query_params": lambda: QueryParams(scope.get("query_string", b"")),
+        "scope": lambda: scope,
+        "scopes": list,
+        "path_params": dict,
+    }
+    try:
+        return await custom.authenticate(arguments)
+    except AuthFailed as exc:
+        raise auth_error(exc) from None
+
+
+def auth_error(exc: AuthFailed) -> ApiError:
+    """The API's answer to a refusal of the custom auth handlers (a status that is not an
+    error status, from an ``HTTPException(200)`` say, is a 401: the request is not let through)."""
+    if exc.status == 401 or not 400 <= exc.status <= 599:
+        return ApiError(
+            401, "unauthenticated", exc.message, {"WWW-Authenticate": "Bearer", **(exc.headers or {})}
+        )
+    code = {403: "forbidden", 404: "not_found", 503: "unavailable"}.get(exc.status, "auth_refused")
+    return ApiError(exc.status, code, exc.message, exc.headers)
+
+
+async def get_caller(
     request: Request,
     runtime: RuntimeDep,
+    # Read from the scope by authenticate(); declared so the OpenAPI document says which
+    # operations need credentials (threadline.api.openapi answers them 401).
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
-) -> str:
+) -> Caller:
     """The caller; already known when the middleware authenticated it before the body."""
     known = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
     if known is not None:
         return known
-    return await authenticate(runtime, authorization, x_api_key)
+    return await authenticate(runtime, request.scope)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_principal(caller: CallerDep) -> str:
+    """The caller's identity: the principal that owns threads and runs and takes quotas."""
+    return caller.identity
 
 
 Principal = Annotated[str, Depends(get_principal)]
+
+
+class Authorizer:
+    """The request's custom auth resource handlers (a no-op without custom auth).
+
+    ``await authorize("threads", "read", {"thread_id": …})`` runs the handler for the action
+    on the value (which it may change) and makes the filter it returns the request's filter
+    (:mod:`threadline.access`), applied by the record stores to whatever the request reads.
+    """
+
+    def __init__(self, custom: CustomAuth | None, caller: Caller) -> None:
+        self.custom = custom
+        self.caller = caller
+
+    async def __call__(self, resource: str, action: str, value: dict[str, Any]) -> dict[str, Any]:
+        """Threads, runs, assistants: the value, and the filter set for the request's reads."""
+        access.set_for_request(await self.check(resource, action, value))
+        return value
+
+    async def check(self, resource: str, action: str, value: dict[str, Any]) -> access.Filters | None:
+        """Run the handler for ``(resource, action)`` on ``value`` (changed in place) and return
+        its filter, without making it the request's: for the store (``/store/*``), whose
+        caller applies the filter to the items it reads (``access.matches`` on their values).
+
+        Raises:
+            ApiError: the handler refused (403, or its own status) or timed out (503).
+        """
+        if self.custom is None:
+            return None
+        try:
+            return await self.custom.authorize(self.caller, resource, action, value)
+        except AuthFailed as exc:
+            raise auth_error(exc) from None
+
+
+async def get_authorizer(runtime: RuntimeDep, caller: CallerDep) -> Authorizer:
+    return Authorizer(runtime.custom_auth, caller)
+
+
+Authorize = Annotated[Authorizer, Depends(get_authorizer)]
 
 
 async def get_thread_id(thread_id: Annotated[str, Path()]) -> str:

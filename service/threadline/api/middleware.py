@@ -10,8 +10,10 @@ Body limits, in the order they apply:
    request with a 413 at once, as does a body that has not fully arrived within the body
    timeout (408). Either way the connection is closed, so the rest is never read.
 
-The principal found in step 1 is kept in the request scope, so the route's own auth dependency
-does not look the session up a second time.
+The caller found in step 1 is kept in the request scope, so the route's own auth dependency
+does not look the session up (or call a custom auth handler) a second time. Each request runs
+in :func:`threadline.access.request_scope`: the custom auth filter a route sets lasts as long
+as the request, its streamed body included, and no longer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from threadline import metrics
+from threadline import access, metrics
 from threadline.api.deps import PRINCIPAL_SCOPE_KEY, authenticate
 from threadline.api.errors import ApiError, error_response, unavailable
 from threadline.checkpoint import is_store_down
@@ -123,9 +125,7 @@ class ServiceMiddleware:
             if has_body and scope["path"] not in PUBLIC_BODY_PATHS:
                 try:
                     scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = await authenticate(
-                        self.runtime,
-                        headers.get(b"authorization", b"").decode("latin-1") or None,
-                        headers.get(b"x-api-key", b"").decode("latin-1") or None,
+                        self.runtime, scope
                     )
                 except ApiError as exc:
                     await refuse(exc)
@@ -135,7 +135,8 @@ class ServiceMiddleware:
                         raise
                     await refuse(unavailable("a store is unreachable; retry shortly"))
                     return
-            await self.app(scope, capped_receive, send_with_replica)
+            with access.request_scope():  # the request's custom auth filter, for it alone
+                await self.app(scope, capped_receive, send_with_replica)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from threadline import access
+from threadline.access import Filters
+
 if TYPE_CHECKING:
     from threadline.lease import HeldLease
 
@@ -106,7 +109,10 @@ class RecordStore(Protocol):
         """Store ``record`` unless the thread exists; True if stored."""
         ...
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
+    async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
+        """The thread's record; None when absent or when its metadata fails ``filters`` (a
+        custom auth filter, :mod:`threadline.access`)."""
+        ...
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
         """Set ``metadata`` and/or ``status`` (and ``updated_at``) of an existing thread."""
@@ -116,8 +122,8 @@ class RecordStore(Protocol):
         """The thread record, its runs and their events are gone."""
         ...
 
-    async def threads_of(self, owner: str) -> list[ThreadRecord]:
-        """Every thread record of ``owner``, newest first."""
+    async def threads_of(self, owner: str, filters: Filters | None = None) -> list[ThreadRecord]:
+        """Every thread record of ``owner`` whose metadata passes ``filters``, newest first."""
         ...
 
     async def create_and_start_run(
@@ -300,9 +306,11 @@ class LocalRecordStore:
         self._threads[record.thread_id] = replace(record, metadata=dict(record.metadata))
         return True
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+    async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
         record = self._threads.get(thread_id)
-        return replace(record, metadata=dict(record.metadata)) if record else None
+        if record is None or not access.matches(record.metadata, filters):
+            return None
+        return replace(record, metadata=dict(record.metadata))
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
         if (record := self._threads.get(thread_id)) is not None:
@@ -317,8 +325,12 @@ class LocalRecordStore:
             self._cancels.pop(run_id, None)
             self._cancel_actions.pop(run_id, None)
 
-    async def threads_of(self, owner: str) -> list[ThreadRecord]:
-        mine = [replace(t, metadata=dict(t.metadata)) for t in self._threads.values() if t.owner == owner]
+    async def threads_of(self, owner: str, filters: Filters | None = None) -> list[ThreadRecord]:
+        mine = [
+            replace(t, metadata=dict(t.metadata))
+            for t in self._threads.values()
+            if t.owner == owner and access.matches(t.metadata, filters)
+        ]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)
 
     async def create_and_start_run(

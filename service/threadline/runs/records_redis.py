@@ -19,6 +19,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from threadline import access
+from threadline.access import Filters
 from threadline.lease import HeldLease, RedisTurnLease
 from threadline.redis_client import is_cluster
 from threadline.redis_keys import (
@@ -260,8 +262,9 @@ class RedisRecordStore:
                 await pipe.execute()
         return bool(created)
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        return _thread(thread_id, await self._client.hgetall(thread_record_key(thread_id)))
+    async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
+        record = _thread(thread_id, await self._client.hgetall(thread_record_key(thread_id)))
+        return record if record is not None and access.matches(record.metadata, filters) else None
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
         args: list[Any] = [self._ttl, "updated_at", now_iso()]
@@ -285,7 +288,7 @@ class RedisRecordStore:
         if record is not None:
             await self._client.zrem(owner_threads_key(_owner_digest(record.owner)), thread_id)
 
-    async def threads_of(self, owner: str) -> list[ThreadRecord]:
+    async def threads_of(self, owner: str, filters: Filters | None = None) -> list[ThreadRecord]:
         index = owner_threads_key(_owner_digest(owner))
         ids = [_text(t) for t in await self._client.zrevrange(index, 0, -1)]
         if not ids:
@@ -299,7 +302,7 @@ class RedisRecordStore:
             record = _thread(thread_id, row)
             if record is None or record.owner != owner:
                 gone.append(thread_id)
-            else:
+            elif access.matches(record.metadata, filters):  # read in the one pipeline above
                 records.append(record)
         if gone:  # expired or deleted threads: drop them from the index
             await self._client.zrem(index, *gone)

@@ -40,6 +40,7 @@ from langgraph.types import Command, Send
 from threadline import metrics
 from threadline.checkpoint import store_errors
 from threadline.checkpoint.errors import FencedError
+from threadline.custom_auth import graph_configurable
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants, input_keys
@@ -105,6 +106,11 @@ EVENT_QUIET_FLUSH_SECONDS = 1.0
 # A client streaming a run that another replica executes says so in the store for this long,
 # renewed every third of it; the executor notices within CANCEL_POLL_SECONDS (0.2 s).
 WATCH_SECONDS = 10.0
+
+
+# The run kwarg holding the caller's user and permissions (custom_auth.Caller.as_json), kept
+# with the run so whichever replica executes it hands the graph the same user.
+AUTH_KWARG = "langgraph_auth"
 
 
 def _store_failures() -> tuple[type[Exception], ...]:
@@ -194,7 +200,13 @@ class Runs:
         stateless = thread_id is None
         if stateless:
             thread_id = str(uuid.uuid4())
-            metadata = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+            # The run's metadata too, as langgraph-api: what a custom auth handler stamped on the
+            # run (its owner) holds for the thread its filter reads.
+            metadata = {
+                "graph_id": assistant.graph_id,
+                "assistant_id": assistant.assistant_id,
+                **(payload.get("metadata") or {}),
+            }
             await self.threads.create(principal, thread_id, metadata)
         else:
             try:
@@ -202,7 +214,7 @@ class Runs:
             except NotFound:
                 if payload.get("if_not_exists") != "create":
                     raise
-                await self.threads.create(principal, thread_id, {})
+                await self.threads.create(principal, thread_id, dict(payload.get("metadata") or {}))
                 record = await self.threads.record(principal, thread_id)
             if "graph_id" not in record.metadata:
                 record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
@@ -873,7 +885,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "status": shown_status(run),
         "metadata": run.metadata,
         "multitask_strategy": run.multitask_strategy,
-        "kwargs": {k: v for k, v in run.kwargs.items() if k != "stateless"},
+        "kwargs": {k: v for k, v in run.kwargs.items() if k not in ("stateless", AUTH_KWARG)},
     }
 
 
@@ -979,6 +991,11 @@ def _run_config(
     configurable = {
         **(config.get("configurable") or {}),
         **thread_config(run.thread_id, checkpoint, token)["configurable"],
+        # Who the run is for, as langgraph-api passes it (and LangGraph's Runtime.server_info
+        # reads it); last, so a client's config cannot claim to be someone else.
+        **graph_configurable(kwargs.get(AUTH_KWARG), run.owner),
+        "assistant_id": assistant.assistant_id,
+        "graph_id": assistant.graph_id,
     }
     config["configurable"] = configurable
     config["metadata"] = {

@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
+from threadline import access
 from threadline.lease import TurnLease
 from threadline.quotas import Quotas
 from threadline.runs import wire
@@ -84,14 +85,17 @@ class Threads:
         Raises:
             NotFound: no such thread, or another principal's.
         """
-        record = await self.records.get_thread(thread_id)
+        # A custom auth filter of this request (threadline.access) is applied by the store: a
+        # thread it excludes is as absent as another principal's.
+        filters = access.current()
+        record = await self.records.get_thread(thread_id, filters)
         if record is None:
-            record = await self._adopt(thread_id)
+            record = await self._adopt(thread_id, filters)
         if record is None or record.owner != principal:
             raise NotFound("thread")
         return record
 
-    async def _adopt(self, thread_id: str) -> ThreadRecord | None:
+    async def _adopt(self, thread_id: str, filters: access.Filters | None = None) -> ThreadRecord | None:
         """A record for a thread that has checkpoints but no record: made through ``/v1``
         (owner in its state), or whose record was lost (a process-local record store after a
         restart; the owner is in the checkpoint's metadata)."""
@@ -107,7 +111,7 @@ class Threads:
         record = ThreadRecord(thread_id, owner, created, now_iso(), {"graph_id": graph_id}, "idle")
         record.status = thread_status_of(await self._state(record))
         await self.records.create_thread(record)
-        return await self.records.get_thread(thread_id)
+        return await self.records.get_thread(thread_id, filters)
 
     async def exists(self, thread_id: str) -> bool:
         """A record or checkpoints exist under ``thread_id`` (anyone's)."""
@@ -216,7 +220,7 @@ class Threads:
     async def _filtered(
         self, principal: str, metadata: dict[str, Any] | None, ids: list[str] | None, status: str | None
     ) -> list[ThreadRecord]:
-        records = await self.records.threads_of(principal)
+        records = await self.records.threads_of(principal, access.current())
         wanted = set(ids) if ids else None
         return [
             r

@@ -22,13 +22,14 @@ from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.api.deps import Principal, RunId, RunsDep, RuntimeDep, ThreadId
+from threadline.api.deps import Authorize, CallerDep, Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel
 from threadline.api.openapi import error_responses
 from threadline.checkpoint import is_store_down
+from threadline.custom_auth import Caller
 from threadline.runs.records import RunEvent, RunRecord, event_id_valid
-from threadline.runs.runs import STREAM_MODES, Runs, run_dict
+from threadline.runs.runs import AUTH_KWARG, STREAM_MODES, Runs, run_dict
 
 log = logging.getLogger(__name__)
 
@@ -135,20 +136,57 @@ async def _wait_response(runs: Runs, principal: str, run: RunRecord, cancel_on_d
     )
 
 
+async def _create(
+    runs: Runs, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
+) -> RunRecord:
+    """A run, once the custom auth ``threads.create_run`` handler let it (and maybe stamped its
+    metadata); the run keeps its caller's user for the graph (``langgraph_auth_user``)."""
+    payload = body.payload()
+    value = {
+        "thread_id": thread_id,
+        "assistant_id": payload.get("assistant_id"),
+        "run_id": None,
+        "status": "pending",
+        "metadata": dict(payload.get("metadata") or {}),
+        "prevent_insert_if_inflight": True,
+        "multitask_strategy": payload.get("multitask_strategy") or "enqueue",
+        "if_not_exists": payload.get("if_not_exists") or "reject",
+        "after_seconds": payload.get("after_seconds") or 0,
+        "kwargs": payload,
+    }
+    value = await authorize("threads", "create_run", value)
+    payload["metadata"] = value.get("metadata") or {}
+    payload[AUTH_KWARG] = caller.as_json()
+    return await runs.create(caller.identity, thread_id, payload)
+
+
 # -- on a thread --
 
 
 @router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409))
-async def create(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
-    run = await runs.create(principal, thread_id, body.payload())
+async def create(
+    thread_id: ThreadId,
+    body: RunCreate,
+    principal: Principal,
+    runs: RunsDep,
+    caller: CallerDep,
+    authorize: Authorize,
+) -> Response:
+    run = await _create(runs, caller, authorize, thread_id, body)
     return _json(run_dict(run), _where(run))
 
 
 @router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409)})
 async def stream(
-    thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
+    thread_id: ThreadId,
+    body: RunCreate,
+    principal: Principal,
+    runs: RunsDep,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    authorize: Authorize,
 ) -> EventSourceResponse:
-    run = await runs.create(principal, thread_id, body.payload())
+    run = await _create(runs, caller, authorize, thread_id, body)
     events = _stream_events(
         runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
     )
@@ -156,8 +194,15 @@ async def stream(
 
 
 @router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409))
-async def wait(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
-    run = await runs.create(principal, thread_id, body.payload())
+async def wait(
+    thread_id: ThreadId,
+    body: RunCreate,
+    principal: Principal,
+    runs: RunsDep,
+    caller: CallerDep,
+    authorize: Authorize,
+) -> Response:
+    run = await _create(runs, caller, authorize, thread_id, body)
     return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
@@ -165,6 +210,7 @@ async def wait(thread_id: ThreadId, body: RunCreate, principal: Principal, runs:
 async def list_runs(
     thread_id: ThreadId,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     offset: Annotated[int, Query(ge=0)] = 0,
@@ -172,11 +218,15 @@ async def list_runs(
         str | None, Query(pattern="^(pending|running|error|success|timeout|interrupted)$")
     ] = None,
 ) -> list[dict[str, Any]]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=error_responses(400, 404))
-async def get(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
+async def get(
+    thread_id: ThreadId, run_id: RunId, principal: Principal, authorize: Authorize, runs: RunsDep
+) -> Response:
+    await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     run = await runs.get(principal, thread_id, run_id)
     return _json(run_dict(run), _where(run))
 
@@ -184,7 +234,10 @@ async def get(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: Ru
 @router.delete(
     "/threads/{thread_id}/runs/{run_id}", status_code=204, responses=error_responses(400, 404, 409)
 )
-async def delete(thread_id: ThreadId, run_id: RunId, principal: Principal, runs: RunsDep) -> Response:
+async def delete(
+    thread_id: ThreadId, run_id: RunId, principal: Principal, authorize: Authorize, runs: RunsDep
+) -> Response:
+    await authorize("threads", "delete", {"thread_id": thread_id, "run_id": run_id})
     await runs.delete(principal, thread_id, run_id)
     return Response(status_code=204)
 
@@ -194,9 +247,11 @@ async def join(
     thread_id: ThreadId,
     run_id: RunId,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     cancel_on_disconnect: bool = False,
 ) -> Response:
+    await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     run = await runs.get(principal, thread_id, run_id)
     return await _wait_response(runs, principal, run, cancel_on_disconnect)
 
@@ -209,6 +264,7 @@ async def join_stream(
     thread_id: ThreadId,
     run_id: RunId,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     runtime: RuntimeDep,
     cancel_on_disconnect: bool = False,
@@ -216,6 +272,7 @@ async def join_stream(
 ) -> EventSourceResponse:
     """The run's events: from the start, or after ``Last-Event-ID``; only the modes in
     ``stream_mode`` (repeated, or a JSON list) when given."""
+    await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     if last_event_id in ("-1", "0"):  # what JS clients send to replay a run from its start
         last_event_id = None
     if last_event_id is not None and not event_id_valid(last_event_id):
@@ -237,6 +294,7 @@ async def join_stream(
 async def join_thread_stream(
     thread_id: ThreadId,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     runtime: RuntimeDep,
     stream_mode: Annotated[list[str] | None, Query()] = None,
@@ -246,6 +304,7 @@ async def join_thread_stream(
     away (the SDK's ``threads.join_stream``). Each event's id is ``<run id>/<event id>``, so a
     reconnect with ``Last-Event-ID`` resumes after it, on any replica. ``stream_mode``: only
     ``run_modes`` (each run's own modes, the SDK's default)."""
+    await authorize("threads", "read", {"thread_id": thread_id})
     unsupported = sorted(set(filter(None, stream_mode or [])) - {"run_modes"})
     if unsupported:
         raise ApiError(422, "invalid_request", f"stream_mode: {unsupported} not supported; use run_modes")
@@ -285,10 +344,12 @@ async def cancel(
     thread_id: ThreadId,
     run_id: RunId,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     wait: bool = False,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
+    await authorize("threads", "update", {"thread_id": thread_id, "run_id": run_id, "action": action})
     run = await runs.cancel(principal, thread_id, run_id, action)
     if not wait:
         return Response(status_code=202)
@@ -299,16 +360,23 @@ async def cancel(
 
 
 @router.post("/runs", responses=error_responses(404, 409))
-async def create_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
-    run = await runs.create(principal, None, body.payload())
+async def create_stateless(
+    body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
+) -> Response:
+    run = await _create(runs, caller, authorize, None, body)
     return _json(run_dict(run), _where(run))
 
 
 @router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409)})
 async def stream_stateless(
-    body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
+    body: RunCreate,
+    principal: Principal,
+    runs: RunsDep,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    authorize: Authorize,
 ) -> EventSourceResponse:
-    run = await runs.create(principal, None, body.payload())
+    run = await _create(runs, caller, authorize, None, body)
     events = _stream_events(
         runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
     )
@@ -316,8 +384,10 @@ async def stream_stateless(
 
 
 @router.post("/runs/wait", responses=error_responses(404, 409))
-async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
-    run = await runs.create(principal, None, body.payload())
+async def wait_stateless(
+    body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
+) -> Response:
+    run = await _create(runs, caller, authorize, None, body)
     return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")
 
 
@@ -325,6 +395,7 @@ async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -
 async def cancel_many(
     body: RunsCancel,
     principal: Principal,
+    authorize: Authorize,
     runs: RunsDep,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
@@ -332,6 +403,7 @@ async def cancel_many(
         raise ApiError(
             422, "invalid_request", "thread_id: required (cancelling across threads is not supported)"
         )
+    await authorize("threads", "update", {"thread_id": body.thread_id, "action": action})
     for run in await runs.list(principal, body.thread_id, limit=10**6):
         wanted = body.run_ids is None or run.run_id in body.run_ids
         in_status = body.status in (None, "all") or run.status == body.status

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from threadline.api.deps import Principal, ThreadId, ThreadsDep
+from threadline.api.deps import Authorize, Principal, ThreadId, ThreadsDep
 from threadline.api.langgraph.bodies import (
     HistoryQuery,
     StateAt,
@@ -21,55 +21,86 @@ from threadline.api.openapi import error_responses
 router = APIRouter(prefix="/threads", tags=["threads"])
 
 
+async def _search_query(authorize: Authorize, body: ThreadSearch | ThreadCount) -> dict[str, Any]:
+    """The search, once the custom auth ``threads.search`` handler saw it (and maybe narrowed it)."""
+    query = body.model_dump()
+    query.update(metadata=query["metadata"] or {}, values=query["values"] or {})
+    value = await authorize("threads", "search", dict(query))
+    return {key: value.get(key, query[key]) for key in query}
+
+
 @router.post("", responses=error_responses(409))
-async def create(body: ThreadCreate, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
-    return await threads.create(principal, body.thread_id, body.metadata, body.if_exists)
+async def create(
+    body: ThreadCreate, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> dict[str, Any]:
+    value = {"thread_id": body.thread_id, "metadata": dict(body.metadata or {}), "if_exists": body.if_exists}
+    value = await authorize("threads", "create", value)
+    return await threads.create(principal, body.thread_id, value.get("metadata"), body.if_exists)
 
 
 @router.post("/search")
-async def search(body: ThreadSearch, principal: Principal, threads: ThreadsDep) -> list[dict[str, Any]]:
-    return await threads.search(principal, **body.model_dump())
+async def search(
+    body: ThreadSearch, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> list[dict[str, Any]]:
+    return await threads.search(principal, **await _search_query(authorize, body))
 
 
 @router.post("/count")
-async def count(body: ThreadCount, principal: Principal, threads: ThreadsDep) -> int:
-    return await threads.count(principal, **body.model_dump())
+async def count(body: ThreadCount, principal: Principal, authorize: Authorize, threads: ThreadsDep) -> int:
+    return await threads.count(principal, **await _search_query(authorize, body))
 
 
 @router.get("/{thread_id}", responses=error_responses(400, 404))
-async def get(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
+async def get(
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.get(principal, thread_id)
 
 
 @router.patch("/{thread_id}", responses=error_responses(400, 404))
 async def patch(
-    thread_id: ThreadId, body: ThreadPatch, principal: Principal, threads: ThreadsDep
+    thread_id: ThreadId, body: ThreadPatch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
-    return await threads.update(principal, thread_id, body.metadata)
+    value = {"thread_id": thread_id, "metadata": dict(body.metadata or {})}
+    value = await authorize("threads", "update", value)
+    return await threads.update(principal, thread_id, value.get("metadata"))
 
 
 @router.delete("/{thread_id}", status_code=204, responses=error_responses(400, 404, 409))
-async def delete(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> Response:
+async def delete(
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> Response:
+    await authorize("threads", "delete", {"thread_id": thread_id})
     await threads.delete(principal, thread_id)
     return Response(status_code=204)
 
 
 @router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409))
-async def copy(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
+async def copy(
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.copy(principal, thread_id)
 
 
 @router.get("/{thread_id}/state", responses=error_responses(400, 404))
 async def state(
-    thread_id: ThreadId, principal: Principal, threads: ThreadsDep, subgraphs: bool = False
+    thread_id: ThreadId,
+    principal: Principal,
+    authorize: Authorize,
+    threads: ThreadsDep,
+    subgraphs: bool = False,
 ) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.state(principal, thread_id, subgraphs=subgraphs)
 
 
 @router.post("/{thread_id}/state", responses=error_responses(400, 404, 409))
 async def update_state(
-    thread_id: ThreadId, body: StateUpdate, principal: Principal, threads: ThreadsDep
+    thread_id: ThreadId, body: StateUpdate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
+    await authorize("threads", "update", {"thread_id": thread_id})
     checkpoint = body.checkpoint.model_dump() if body.checkpoint else {}
     if body.checkpoint_id:
         checkpoint["checkpoint_id"] = body.checkpoint_id
@@ -78,8 +109,9 @@ async def update_state(
 
 @router.post("/{thread_id}/state/checkpoint", responses=error_responses(400, 404))
 async def state_at(
-    thread_id: ThreadId, body: StateAt, principal: Principal, threads: ThreadsDep
+    thread_id: ThreadId, body: StateAt, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.state(principal, thread_id, body.checkpoint.model_dump(), body.subgraphs)
 
 
@@ -88,16 +120,19 @@ async def state_at_id(
     thread_id: ThreadId,
     checkpoint_id: Annotated[str, Path(max_length=128)],
     principal: Principal,
+    authorize: Authorize,
     threads: ThreadsDep,
     subgraphs: bool = False,
 ) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.state(principal, thread_id, {"checkpoint_id": checkpoint_id}, subgraphs)
 
 
 @router.post("/{thread_id}/history", responses=error_responses(400, 404))
 async def history(
-    thread_id: ThreadId, body: HistoryQuery, principal: Principal, threads: ThreadsDep
+    thread_id: ThreadId, body: HistoryQuery, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> list[dict[str, Any]]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     before = body.before
     if isinstance(before, str):
         before_cp: dict[str, Any] | None = {"checkpoint_id": before}
@@ -117,8 +152,10 @@ async def history(
 async def history_get(
     thread_id: ThreadId,
     principal: Principal,
+    authorize: Authorize,
     threads: ThreadsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
 ) -> list[dict[str, Any]]:
+    await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.history(principal, thread_id, limit, {"checkpoint_id": before} if before else None)
