@@ -43,7 +43,7 @@ def announce(settings: Settings, user_graphs: dict, has_identity: bool) -> None:
     )
     if not has_identity:
         log.warning(
-            "no API keys and no custom auth configured (API_KEYS is empty): every request will be refused with 401. "
+            "no API keys configured (API_KEYS is empty): every request will be refused with 401. "
             "Set API_KEYS=principal:sha256hex (`python -m threadline hash-key KEY` prints one; "
             "`make run` makes a dev key)"
         )
