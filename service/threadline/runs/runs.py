@@ -38,7 +38,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
 from threadline import metrics
-from threadline.checkpoint import store_errors
+from threadline.checkpoint import delete_for_runs, store_errors
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
@@ -615,7 +615,7 @@ class Runs:
             try:
                 async with self.lease.hold(run.thread_id) as held:
                     if action == "rollback":
-                        await self.threads.checkpointer.adelete_for_runs([run.run_id])
+                        await delete_for_runs(self.threads.checkpointer, run.thread_id, [run.run_id])
                     else:
                         await close_open_tool_calls(assistant.graph, run.thread_id, held.token)
                     return
