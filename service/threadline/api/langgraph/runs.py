@@ -138,13 +138,15 @@ async def _wait_response(runs: Runs, principal: str, run: RunRecord, cancel_on_d
 # -- on a thread --
 
 
-@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409))
+@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409, 429))
 async def create(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, thread_id, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409)})
+@router.post(
+    "/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409, 429)}
+)
 async def stream(
     thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -155,7 +157,7 @@ async def stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409))
+@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
 async def wait(thread_id: ThreadId, body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, thread_id, body.payload())
     return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")
@@ -298,13 +300,13 @@ async def cancel(
 # -- stateless --
 
 
-@router.post("/runs", responses=error_responses(404, 409))
+@router.post("/runs", responses=error_responses(404, 409, 429))
 async def create_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, None, body.payload())
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409)})
+@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
 async def stream_stateless(
     body: RunCreate, principal: Principal, runs: RunsDep, runtime: RuntimeDep
 ) -> EventSourceResponse:
@@ -315,7 +317,7 @@ async def stream_stateless(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/runs/wait", responses=error_responses(404, 409))
+@router.post("/runs/wait", responses=error_responses(404, 409, 429))
 async def wait_stateless(body: RunCreate, principal: Principal, runs: RunsDep) -> Response:
     run = await runs.create(principal, None, body.payload())
     return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")

@@ -21,7 +21,7 @@ from threadline.api.openapi import error_responses
 router = APIRouter(prefix="/threads", tags=["threads"])
 
 
-@router.post("", responses=error_responses(409))
+@router.post("", responses=error_responses(404, 409, 429))
 async def create(body: ThreadCreate, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
     return await threads.create(principal, body.thread_id, body.metadata, body.if_exists)
 
@@ -41,7 +41,7 @@ async def get(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) ->
     return await threads.get(principal, thread_id)
 
 
-@router.patch("/{thread_id}", responses=error_responses(400, 404))
+@router.patch("/{thread_id}", responses=error_responses(400, 404, 429))
 async def patch(
     thread_id: ThreadId, body: ThreadPatch, principal: Principal, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -54,7 +54,7 @@ async def delete(thread_id: ThreadId, principal: Principal, threads: ThreadsDep)
     return Response(status_code=204)
 
 
-@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409, 429))
 async def copy(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
     return await threads.copy(principal, thread_id)
 
@@ -66,7 +66,7 @@ async def state(
     return await threads.state(principal, thread_id, subgraphs=subgraphs)
 
 
-@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409, 429))
 async def update_state(
     thread_id: ThreadId, body: StateUpdate, principal: Principal, threads: ThreadsDep
 ) -> dict[str, Any]:
