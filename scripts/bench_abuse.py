@@ -7,7 +7,11 @@ replica (a real process, ``python -m threadline serve``) over a real Redis on lo
 2. peak RSS growth during three concurrent ``GET /v1/threads/{id}/checkpoints?limit=100`` on a
    40-turn thread of 32 KB messages (target <= 64 MB; before: +561 MB);
 3. a valid user's success rate during 5 bursts of 300 requests with bogus bearer tokens
-   (target 100 %; before: 2 of 5).
+   (target 100 %; before: 2 of 5);
+4. issue 18's quotas and edges (:func:`quotas_and_edges`): JSON edges (before: 8 of 11 answered
+   500), a copy chain in a 1 MiB quota (before: 2.86 MB), runs queued on one thread (before: 2000
+   of 2000), the Redis commands of one rollback among 1000 other threads (before: a SCAN and 1008
+   hashes read), a full Redis (before: 500 everywhere, login included).
 
     .venv/bin/python scripts/bench_abuse.py
 
@@ -125,6 +129,72 @@ async def flood(url: str, bursts: int = 5, size: int = 300) -> tuple[int, int, d
         return ok, bursts, attacker
 
 
+def quotas_and_edges(redis: RedisServer) -> None:
+    """Issue 18 bullets 3, 5, 6, 7 on a replica with the default quotas: JSON edges, a copy
+    chain against QUOTA_THREAD_BYTES, runs queued on one thread, one rollback among 1000 other
+    threads (Redis commands, INFO commandstats), and a full Redis."""
+    import redis as redis_py
+
+    replica = ServiceProcess(redis_env(redis), name="bench-quotas").start()
+    try:
+        http = httpx.Client(base_url=replica.url, headers={"x-api-key": API_KEY}, timeout=60)
+        deep = ["[" * n + "]" * n for n in (256, 300, 400, 500, 600, 700, 800, 999)]
+        cases = [*deep, "18446744073709551616", "-9223372036854775809", "1" + "0" * 30]
+        statuses: dict[int, int] = {}
+        for value in cases:
+            code = http.post("/threads", content=f'{{"metadata": {{"x": {value}}}}}').status_code
+            statuses[code] = statuses.get(code, 0) + 1
+        print(f"JSON edges ({len(cases)} bodies: nesting 256-999, integers past 64 bits): {statuses}")
+
+        fill = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "f" * 100_000}]}}
+        thread, stored = http.post("/threads", json={}).json()["thread_id"], 0
+        for _ in range(30):  # fill, copy, fill the copy, …
+            if http.post(f"/threads/{thread}/runs/wait", json=fill).status_code != 200:
+                break
+            stored += 100_000
+            thread = http.post(f"/threads/{thread}/copy").json()["thread_id"]
+        print(f"copy, fill, copy, fill in a 1 MiB QUOTA_THREAD_BYTES: {stored / MB:.2f} MB accepted")
+
+        queued = http.post("/threads", json={}).json()["thread_id"]
+        accepted = sum(
+            http.post(f"/threads/{queued}/runs", json={"assistant_id": "chat", "input": None}).status_code
+            == 200
+            for _ in range(200)
+        )
+        print(f"200 runs sent back to back to one thread: {accepted} accepted (at most 10 active at once)")
+
+        admin = redis_py.Redis.from_url(redis.url(1))
+        with admin.pipeline(transaction=False) as pipe:
+            for i in range(1000):
+                pipe.zadd(f"tl:{{bench-other-{i}}}:idx", {f"\0cp-{i}": 0})
+                pipe.hset(f"tl:{{bench-other-{i}}}:cp", f"\0cp-{i}", b"x")
+            pipe.execute()
+        target = http.post("/threads", json={}).json()["thread_id"]
+        slow = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "x " * 400}]}}
+        run = http.post(f"/threads/{target}/runs", json=slow).json()["run_id"]
+        admin.config_resetstat()
+        http.post(f"/threads/{target}/runs/{run}/cancel", params={"action": "rollback", "wait": True})
+        stats = admin.info("commandstats")
+        scans = stats.get("cmdstat_scan", {}).get("calls", 0)
+        reads = stats.get("cmdstat_hgetall", {}).get("calls", 0)
+        print(f"one rollback among 1000 other threads: {scans} SCAN, {reads} HGETALL (all replica traffic)")
+
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", str(int(admin.info("memory")["used_memory"]) // 2))
+        codes = {
+            "POST /threads": http.post("/threads", json={}).status_code,
+            "POST /v1/threads": http.post("/v1/threads").status_code,
+            "POST /runs/wait": http.post("/runs/wait", json=slow).status_code,
+            "POST /v1/sessions": httpx.post(
+                f"{replica.url}/v1/sessions", json={"api_key": API_KEY}
+            ).status_code,
+        }
+        admin.config_set("maxmemory", "0")
+        print(f"full Redis (maxmemory below use, noeviction): {codes}")
+    finally:
+        replica.kill()
+
+
 def main() -> int:
     redis = RedisServer().start()
     started: list[ServiceProcess] = []
@@ -143,6 +213,7 @@ def main() -> int:
             f"bogus-token flood (5 x 300, well-shaped random tokens): valid user {ok}/{sent_valid} "
             f"({100 * ok / sent_valid:.0f} %); attacker got {attacker}"
         )
+        quotas_and_edges(redis)
     finally:
         for proc in started:
             proc.kill()

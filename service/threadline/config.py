@@ -201,6 +201,17 @@ class QuotaSettings(_Group):
     # list again at every turn, so 1 MiB of messages is ~100 MiB of Redis (issue 10: 40 turns of
     # 32 KB grew Redis by 123 MiB); with CHECKPOINT_KEEP_LAST it stays ~linear.
     thread_bytes: int = Field(default=1024 * 1024, ge=0)
+    # Pending and running LangGraph API runs queued on one thread (issue 18: 2000 runs queued
+    # on one thread took Redis from 4 to 11,102 commands/s and another tenant's p50 from 32 ms
+    # to 1.7 s). A client double-texting queues one or two.
+    queued_runs_per_thread: int = Field(default=10, ge=0)
+    # Events one run may emit (stream parts: a token, a state, an update); the run ends as an
+    # error past it. A 2000-token reply streamed in messages mode is ~2000.
+    max_events_per_run: int = Field(default=10_000, ge=0, validation_alias=AliasChoices("MAX_EVENTS_PER_RUN"))
+    # The most steps a run may take, whatever recursion_limit its client asks (lower is kept):
+    # each step writes a checkpoint, and LangGraph's own default (10,007) let a looping graph
+    # run with 20 bytes of input fill a 160 MB Redis in 41 s (issue 18). A tool call costs two.
+    max_recursion_limit: int = Field(default=100, ge=0, validation_alias=AliasChoices("MAX_RECURSION_LIMIT"))
 
 
 class ModelSettings(_Group):
@@ -297,6 +308,8 @@ _ALIASES = {
     (CheckpointSettings, "redis_sentinel_password"): "REDIS_SENTINEL_PASSWORD",
     (ModelSettings, "name"): "MODEL",
     (GraphSettings, "config_path"): "LANGGRAPH_CONFIG",
+    (QuotaSettings, "max_events_per_run"): "MAX_EVENTS_PER_RUN",
+    (QuotaSettings, "max_recursion_limit"): "MAX_RECURSION_LIMIT",
 }
 
 S = TypeVar("S", bound=BaseSettings)

@@ -1,6 +1,10 @@
 """Per-tenant quotas on what is stored (ADR 0006): live threads per principal
-(``QUOTA_THREADS_PER_PRINCIPAL``) and bytes of the messages clients send to one thread
-(``QUOTA_THREAD_BYTES``). A limit of 0 is no limit.
+(``QUOTA_THREADS_PER_PRINCIPAL``) and bytes clients make the server store on one thread
+(``QUOTA_THREAD_BYTES``: messages, a run's input, command, config, context and metadata, state
+updates, thread metadata; a copy starts with its source's count). A limit of 0 is no limit.
+The other per-tenant limits are checked where the thing is stored: queued runs per thread
+(``QUOTA_QUEUED_RUNS_PER_THREAD``, in the record store's queueing step), events per run and
+the recursion ceiling (``MAX_EVENTS_PER_RUN``, ``MAX_RECURSION_LIMIT``, by the runs layer).
 
 One shared Redis holds every tenant's conversations, so without these one tenant can fill it
 (issue 10: 40 turns of 32 KB on one thread grew Redis by 123 MiB) and, depending on the Redis,
@@ -11,7 +15,8 @@ Callers (the ``/v1`` turns, and the LangGraph API's threads and runs) call:
 * :meth:`Quotas.reserve_thread` before a thread is created;
 * :meth:`Quotas.add_message_bytes` before a client's message is stored (not again for a
   retried message id the thread already holds);
-* :meth:`Quotas.release_thread` after a thread is deleted.
+* :meth:`Quotas.release_thread` after a thread is deleted, or when its creation failed;
+* :meth:`Quotas.used_bytes` to start a copy's count at its source's.
 
 With Redis checkpoints the counters live in the checkpoint Redis, shared by every replica
 (:mod:`threadline.redis_keys`): a principal's threads are a ZSET scored by last activity, so a
@@ -44,6 +49,8 @@ class QuotaExceeded(Exception):
 
 THREADS = env_name(QuotaSettings, "threads_per_principal")
 THREAD_BYTES = env_name(QuotaSettings, "thread_bytes")
+QUEUED_RUNS = env_name(QuotaSettings, "queued_runs_per_thread")
+EVENTS_PER_RUN = env_name(QuotaSettings, "max_events_per_run")
 
 
 class Quotas(Protocol):
@@ -56,6 +63,9 @@ class Quotas(Protocol):
 
     async def release_thread(self, principal: str, thread_id: str) -> None:
         """Forget a deleted thread."""
+
+    async def used_bytes(self, thread_id: str) -> int:
+        """The bytes counted on the thread so far."""
 
 
 class RedisQuotas:
@@ -155,6 +165,9 @@ class RedisQuotas:
         await self._client.zrem(principal_threads_key(principal), thread_id)
         await self._client.delete(thread_bytes_key(thread_id))
 
+    async def used_bytes(self, thread_id: str) -> int:
+        return int(await self._client.get(thread_bytes_key(thread_id)) or 0)
+
 
 class LocalQuotas:
     """Quotas counted in this process (backends without Redis: one replica)."""
@@ -181,3 +194,6 @@ class LocalQuotas:
     async def release_thread(self, principal: str, thread_id: str) -> None:
         self._threads.get(principal, set()).discard(thread_id)
         self._bytes.pop(thread_id, None)
+
+    async def used_bytes(self, thread_id: str) -> int:
+        return self._bytes.get(thread_id, 0)

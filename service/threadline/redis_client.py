@@ -57,7 +57,10 @@ from threadline.checkpoint.errors import StoreUnavailable
 # connection or no reply in time (MasterNotFoundError, no primary known to Sentinel, is a
 # ConnectionError), and during a failover a Cluster whose failed master's slots are not served
 # yet (CLUSTERDOWN, TRYAGAIN, no node for a slot) or a write that reached a primary just demoted
-# (READONLY). :func:`threadline.checkpoint.store_errors` adds these to every backend's own.
+# or a read-only replica (READONLY), and a full Redis (``OOM command not allowed``, maxmemory
+# reached under noeviction: ADR 0006 — writes fail until space is freed, reads still work).
+# redis-py raises these two with their own types from a command, a script and a pipeline
+# alike. :func:`threadline.checkpoint.store_errors` adds these to every backend's own.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
@@ -65,6 +68,7 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.TryAgainError,
     redis.exceptions.RedisClusterException,
     redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
 )
 
 

@@ -111,6 +111,7 @@ class Runtime:
                 stores.lease,
                 heartbeat_seconds=self.settings.turn.lease_seconds,
                 timeout_seconds=self.settings.turn.timeout_seconds,
+                quota=self.settings.quota,
             )
             stack.push_async_callback(self.runs.aclose)
             self.runs.start_sweep()

@@ -8,7 +8,10 @@ Body limits, in the order they apply:
 2. a ``Content-Length`` above the cap is a 413 before anything is read;
 3. the body is counted while it is read (chunked or not): the first chunk past the cap ends the
    request with a 413 at once, as does a body that has not fully arrived within the body
-   timeout (408). Either way the connection is closed, so the rest is never read.
+   timeout (408). Either way the connection is closed, so the rest is never read;
+4. the whole body is held to the JSON limits (:mod:`threadline.api.json_limits`: nesting
+   depth, 64-bit integers) before the route gets its last chunk: a 422 before anything is
+   reserved or stored.
 
 The caller found in step 1 is kept in the request scope, so the route's own auth dependency
 does not look the session up (or call a custom auth handler) a second time. Each request runs
@@ -24,6 +27,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadline import access, metrics
+from threadline.api import json_limits
 from threadline.api.deps import PRINCIPAL_SCOPE_KEY, authenticate
 from threadline.api.errors import ApiError, error_response, unavailable
 from threadline.checkpoint import is_store_down
@@ -95,6 +99,7 @@ class ServiceMiddleware:
 
         received = 0
         body_done = False
+        chunks: list[bytes] = []  # the body so far (at most max_body_bytes), for the JSON limits
         deadline = started + self.body_timeout
 
         async def capped_receive() -> Message:
@@ -110,11 +115,16 @@ class ServiceMiddleware:
                 await refuse(ApiError(408, "body_timeout", "the request body did not arrive in time"))
                 return {"type": "http.disconnect"}
             if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                received += len(chunk)
                 if received > self.max_body_bytes:
                     await refuse(_too_large(self.max_body_bytes))
                     return {"type": "http.disconnect"}
+                chunks.append(chunk)
                 body_done = not message.get("more_body", False)
+                if body_done and (problem := json_limits.problem(b"".join(chunks))):
+                    await refuse(ApiError(422, "invalid_request", problem))
+                    return {"type": "http.disconnect"}
             return message
 
         try:

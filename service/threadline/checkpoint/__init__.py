@@ -35,7 +35,14 @@ from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
 from threadline.checkpoint.memory import RollbackInMemorySaver
 from threadline.config import CheckpointSettings
 
-__all__ = ["InstrumentedSaver", "StoreUnavailable", "is_store_down", "open_checkpointer", "store_errors"]
+__all__ = [
+    "InstrumentedSaver",
+    "StoreUnavailable",
+    "delete_for_runs",
+    "is_store_down",
+    "open_checkpointer",
+    "store_errors",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +112,17 @@ def is_store_down(exc: BaseException) -> bool:
     """True when ``exc`` means a store is unreachable or failing right now (see
     :func:`store_errors`): answer 503 with Retry-After, report not-ready, retry."""
     return isinstance(exc, store_errors())
+
+
+async def delete_for_runs(saver: BaseCheckpointSaver, thread_id: str, run_ids: list[str]) -> None:
+    """Delete what ``run_ids`` checkpointed on ``thread_id`` (a rollback): on that thread only
+    where the saver can (the ``redis`` saver: its cost is independent of the number of
+    threads in Redis, issue 18), else the saver's own ``adelete_for_runs``."""
+    inner = getattr(saver, "inner", saver)
+    if getattr(inner, "deletes_runs_of_one_thread", False):
+        await saver.adelete_for_runs(run_ids, thread_id=thread_id)
+    else:
+        await saver.adelete_for_runs(run_ids)
 
 
 def _opener(backend: str) -> Opener:

@@ -99,6 +99,10 @@ class RunRejected(Exception):
     """``multitask_strategy=reject`` and the thread has a pending or running run."""
 
 
+class QueueFull(Exception):
+    """The thread already has ``max_queued`` pending or running runs."""
+
+
 class RecordStore(Protocol):
     """Where thread records, run records and run events live (see the module docstring)."""
 
@@ -134,6 +138,7 @@ class RecordStore(Protocol):
         executor: str = "",
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
+        max_queued: int = 0,
     ) -> tuple[bool, str | None]:
         """Store the run as pending, queue it on its thread and mark the thread busy; with
         ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
@@ -149,6 +154,7 @@ class RecordStore(Protocol):
 
         Raises:
             RunRejected: ``reject_if_busy`` and the thread has an active run.
+            QueueFull: ``max_queued`` (not 0) runs are active on the thread already.
             KeyError: no such thread.
         """
         ...
@@ -341,6 +347,7 @@ class LocalRecordStore:
         executor: str = "",
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
+        max_queued: int = 0,
     ) -> tuple[bool, str | None]:
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
         thread = self._threads.get(run.thread_id)
@@ -349,6 +356,8 @@ class LocalRecordStore:
         queue = self._queues.setdefault(run.thread_id, [])
         if reject_if_busy and queue:
             raise RunRejected(run.thread_id)
+        if max_queued and len(queue) >= max_queued:
+            raise QueueFull(run.thread_id)
         queue.append(run.run_id)
         self._runs.setdefault(run.thread_id, {})[run.run_id] = run
         self._events[run.run_id] = []

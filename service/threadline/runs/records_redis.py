@@ -41,6 +41,7 @@ from threadline.redis_keys import (
 from threadline.runs.records import (
     END_EVENT,
     CancelRequested,
+    QueueFull,
     RunEvent,
     RunRecord,
     RunRejected,
@@ -95,11 +96,13 @@ class RedisRecordStore:
     """
     # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat,
     # KEYS[6] events, KEYS[7] lease, KEYS[8] fence counter, KEYS[9] (not on Redis Cluster) the
-    # active-run index; ARGV[1] reject (1/0), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
+    # active-run index; ARGV[1] 'reject' (multitask_strategy=reject) or the most active runs
+    # the thread may have before this one (0: no cap), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
     # ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
     # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
     # ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12..] run fields.
-    # Returns -1 no such thread, 0 rejected (thread has an active run), 1 queued behind another
+    # Returns -1 no such thread, 0 rejected (thread has an active run), -2 the queue is full
+    # (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
     # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
     # and the thread's lease is free: the lease's new token, the lease taken (as
     # RedisTurnLease would) and the run "running" with its first event — one round trip for
@@ -110,7 +113,11 @@ class RedisRecordStore:
         RedisTurnLease.ACQUIRE_FUNCTION
         + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-    if ARGV[1] == '1' and redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
+    if ARGV[1] == 'reject' then
+      if redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
+    elseif tonumber(ARGV[1]) > 0 and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[1]) then
+      return -2
+    end
     if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
     redis.call('HSET', KEYS[4], unpack(ARGV, 12))
@@ -318,6 +325,7 @@ class RedisRecordStore:
         executor: str = "",
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
+        max_queued: int = 0,
     ) -> tuple[bool, str | None]:
         member = f"{run.thread_id} {run.run_id}"
         if self._cluster:
@@ -338,7 +346,7 @@ class RedisRecordStore:
         created = await self._create_run(
             keys=keys,
             args=[
-                1 if reject_if_busy else 0,
+                "reject" if reject_if_busy else max_queued,
                 run.run_id,
                 _score(run.created_at),
                 self._ttl,
@@ -357,6 +365,8 @@ class RedisRecordStore:
             raise KeyError(run.thread_id)
         if created == 0:
             raise RunRejected(run.thread_id)
+        if created == -2:
+            raise QueueFull(run.thread_id)
         return created == 2, None
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:

@@ -38,10 +38,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
 from threadline import metrics
-from threadline.checkpoint import store_errors
+from threadline.checkpoint import delete_for_runs, store_errors
 from threadline.checkpoint.errors import FencedError
+from threadline.config import QuotaSettings
 from threadline.custom_auth import graph_configurable
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.quotas import EVENTS_PER_RUN, QUEUED_RUNS, QuotaExceeded
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants, input_keys
 from threadline.runs.errors import Conflict, Invalid, NotFound
@@ -50,6 +52,7 @@ from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
     END_EVENT,
     CancelRequested,
+    QueueFull,
     RecordStore,
     RunEvent,
     RunRecord,
@@ -134,6 +137,14 @@ async def _through_store_failures(run: RunRecord, doing: str, attempt: Callable[
     return await attempt(STORE_RETRIES)
 
 
+class TooManyEvents(RuntimeError):
+    """The run emitted MAX_EVENTS_PER_RUN events: it ends as an error (its ``error`` event
+    names the setting: a RuntimeError's message is shown), what it checkpointed stays."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the run emitted more than {EVENTS_PER_RUN}={limit} events")
+
+
 class _GiveUp(Exception):
     """This executor no longer owns its run (taken over, or fenced off the thread): stop
     without recording an end; the run's owner finishes it."""
@@ -151,6 +162,8 @@ class Runs:
         assistants: the served graphs.
         records: the record store.
         lease: the turn lease shared with ``/v1`` turns.
+        quota: the per-tenant limits a run meets (queued runs per thread, events per run,
+            the recursion ceiling; ADR 0006).
     """
 
     def __init__(
@@ -162,7 +175,9 @@ class Runs:
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
+        quota: QuotaSettings | None = None,
     ) -> None:
+        self.quota = quota or QuotaSettings()
         self.heartbeat_seconds = heartbeat_seconds
         self.sweep_seconds = sweep_seconds
         self._sweeper: asyncio.Task | None = None
@@ -198,6 +213,7 @@ class Runs:
         if payload.get("multitask_strategy") == "rollback":
             self._check_rollback("multitask_strategy")
         stateless = thread_id is None
+        created = False  # a thread made for this run: deleted again if the run is refused
         if stateless:
             thread_id = str(uuid.uuid4())
             # The run's metadata too, as langgraph-api: what a custom auth handler stamped on the
@@ -208,6 +224,7 @@ class Runs:
                 **(payload.get("metadata") or {}),
             }
             await self.threads.create(principal, thread_id, metadata)
+            created = True
         else:
             try:
                 record = await self.threads.record(principal, thread_id)
@@ -215,12 +232,27 @@ class Runs:
                 if payload.get("if_not_exists") != "create":
                     raise
                 await self.threads.create(principal, thread_id, dict(payload.get("metadata") or {}))
+                created = True
                 record = await self.threads.record(principal, thread_id)
             if "graph_id" not in record.metadata:
                 record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
                 await self.records.update_thread(thread_id, metadata=record.metadata)
-            await self._check_resume(assistant, thread_id, payload)
-        await self.threads.count_input(principal, thread_id, payload.get("input"))
+        try:
+            if not stateless:
+                await self._check_resume(assistant, thread_id, payload)
+            run = await self._store_run(principal, thread_id, payload, assistant, stateless)
+        except BaseException:
+            if created:  # its quota slot back, no empty thread left behind (issue 18)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.threads.delete(principal, thread_id))
+            raise
+        return run
+
+    async def _store_run(
+        self, principal: str, thread_id: str, payload: dict[str, Any], assistant: Assistant, stateless: bool
+    ) -> RunRecord:
+        """The second half of :meth:`create`: count, store, start."""
+        await self.threads.count_run(principal, thread_id, payload)
         strategy = payload.get("multitask_strategy") or "enqueue"
         now = now_iso()
         run = RunRecord(
@@ -254,6 +286,7 @@ class Runs:
                 executor=executor,
                 lease_ms=self.lease.lease_ms,
                 event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
+                max_queued=self.quota.queued_runs_per_thread,
             )
         except RunRejected:
             with contextlib.suppress(Exception):  # else dropped by the next sweep
@@ -261,6 +294,10 @@ class Runs:
             raise Conflict(
                 "thread_busy", "the thread has a pending or running run (multitask_strategy=reject)"
             ) from None
+        except QueueFull:
+            with contextlib.suppress(Exception):
+                await self.records.forget_active(thread_id, run.run_id)
+            raise QuotaExceeded(QUEUED_RUNS, self.quota.queued_runs_per_thread) from None
         except KeyError:
             with contextlib.suppress(Exception):
                 await self.records.forget_active(thread_id, run.run_id)
@@ -589,7 +626,7 @@ class Runs:
             try:
                 async with self.lease.hold(run.thread_id) as held:
                     if action == "rollback":
-                        await self.threads.checkpointer.adelete_for_runs([run.run_id])
+                        await delete_for_runs(self.threads.checkpointer, run.thread_id, [run.run_id])
                     else:
                         await close_open_tool_calls(assistant.graph, run.thread_id, held.token)
                     return
@@ -660,8 +697,10 @@ class Runs:
             if resumed:
                 graph_input = None
         config = _run_config(run, assistant, held.token, from_latest=resumed)
+        if ceiling := self.quota.max_recursion_limit:  # MAX_RECURSION_LIMIT: lower is kept
+            config["recursion_limit"] = min(int(config.get("recursion_limit") or ceiling), ceiling)
         requested = list(kwargs.get("stream_mode") or ["values"])
-        emit = _Emitter(events, requested)  # "metadata" went with "running"
+        emit = _Emitter(events, requested, self.quota.max_events_per_run)  # "metadata" went with "running"
         deadline = asyncio.timeout(self.timeout_seconds)
         try:
             try:
@@ -1151,8 +1190,10 @@ class _Emitter:
     """Turns graph stream parts into the API's events (names and payloads as langgraph-api's)
     and queues them on the run's event log."""
 
-    def __init__(self, events: _EventLog, requested: list[str]) -> None:
+    def __init__(self, events: _EventLog, requested: list[str], max_events: int = 0) -> None:
         self.events = events
+        self.max_events = max_events  # MAX_EVENTS_PER_RUN (0: none); the error event is beyond it
+        self.count = 0
         self.requested = set(requested)
         self.messages: dict[str, BaseMessageChunk] = {}
         self.last_values: Any = None
@@ -1160,6 +1201,10 @@ class _Emitter:
         self.paused = False
 
     async def __call__(self, event: str, data: Any) -> None:
+        if event != "error":
+            self.count += 1
+            if self.max_events and self.count > self.max_events:
+                raise TooManyEvents(self.max_events)
         self.events.add(event, data)
 
     async def part(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:

@@ -8,6 +8,7 @@ names it adopts it (writes the record), so it is visible and searchable from the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -27,6 +28,8 @@ from threadline.runs.records import RecordStore, ThreadRecord, now_iso
 
 # Checkpoint metadata key naming the thread's owner (written by every run and state update).
 OWNER_KEY = "threadline_owner"
+# The fields of a run's body its record keeps, sized by the client (QUOTA_THREAD_BYTES).
+RUN_STORED_FIELDS = ("input", "command", "config", "context", "metadata")
 
 
 def thread_config(thread_id: str, checkpoint: dict[str, Any] | None = None, token: str | None = None):
@@ -127,25 +130,39 @@ class Threads:
         if_exists: str = "raise",
     ) -> dict[str, Any]:
         """A new thread (``if_exists``: ``raise`` → Conflict, ``do_nothing`` → the existing one).
+        Its metadata counts toward its ``QUOTA_THREAD_BYTES``; a creation that fails after its
+        thread slot was taken gives the slot back.
 
         Raises:
-            Conflict: the id is taken (by this principal with ``raise``, or by another).
+            Conflict: the principal has a thread with this id (``if_exists=raise``).
+            NotFound: another principal has a thread with this id: answered as a read of it
+                would be (ADR 0006), so a create is no existence oracle, and nothing is taken.
+            QuotaExceeded: nothing stored.
         """
         thread_id = thread_id or str(uuid.uuid4())
         now = now_iso()
         record = ThreadRecord(thread_id, principal, now, now, dict(metadata or {}), "idle")
         if not await self.exists(thread_id):
             await self._reserve(principal, thread_id)  # QuotaExceeded: nothing stored
-            if await self.records.create_thread(record):
+            try:
+                await self.count_bytes(principal, thread_id, metadata or None)
+                created = await self.records.create_thread(record)
+            except BaseException:
+                await self.discard_slot(principal, thread_id)
+                raise
+            if created:
                 return await self.as_dict(record)
             await self._release(principal, thread_id)  # created meanwhile by someone else
-        try:
-            existing = await self.record(principal, thread_id)
-        except NotFound:
-            raise Conflict("thread_exists", "a thread with this id exists") from None
+        existing = await self.record(principal, thread_id)  # NotFound: another principal's
         if if_exists == "do_nothing":
             return await self.as_dict(existing)
         raise Conflict("thread_exists", "a thread with this id exists")
+
+    async def discard_slot(self, principal: str, thread_id: str) -> None:
+        """Give back the quota slot of a thread whose creation failed (best effort: a store
+        that is away now leaves it to expire with the checkpoint TTL)."""
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._release(principal, thread_id))
 
     async def get(self, principal: str, thread_id: str) -> dict[str, Any]:
         return await self.as_dict(await self.record(principal, thread_id))
@@ -154,6 +171,7 @@ class Threads:
         """Merge ``metadata`` into the thread's."""
         record = await self.record(principal, thread_id)
         if metadata:
+            await self.count_bytes(principal, thread_id, metadata)
             record.metadata.update(metadata)
             await self.records.update_thread(thread_id, metadata=record.metadata)
         return await self.get(principal, thread_id)
@@ -167,15 +185,28 @@ class Threads:
             await self.records.delete_thread(thread_id)
         await self._release(principal, thread_id)
 
-    async def count_input(self, principal: str, thread_id: str, graph_input: Any) -> None:
-        """Count a run's input toward the thread's ``QUOTA_THREAD_BYTES`` (its JSON size, as
-        ``/v1`` counts a message's content).
+    async def count_bytes(self, principal: str, thread_id: str, *values: Any) -> None:
+        """Count what a client makes the server store on the thread toward its
+        ``QUOTA_THREAD_BYTES``: the JSON size of each value that is not None (as ``/v1``
+        counts a message's content).
 
         Raises:
             QuotaExceeded: nothing counted.
         """
-        if self.quotas is not None and graph_input is not None:
-            await self.quotas.add_message_bytes(principal, thread_id, len(orjson.dumps(graph_input)))
+        n = sum(len(orjson.dumps(v)) for v in values if v is not None)
+        if self.quotas is not None and n:
+            await self.quotas.add_message_bytes(principal, thread_id, n)
+
+    async def count_run(self, principal: str, thread_id: str, payload: dict[str, Any]) -> None:
+        """Count a run's share toward the thread's ``QUOTA_THREAD_BYTES``: what its record
+        keeps from the client (input, command, config, context, metadata; the run's and the
+        config's metadata also go into each checkpoint the run writes, at most
+        ``MAX_RECURSION_LIMIT`` + 1 of them).
+
+        Raises:
+            QuotaExceeded: nothing counted.
+        """
+        await self.count_bytes(principal, thread_id, *(payload.get(k) for k in RUN_STORED_FIELDS))
 
     async def _reserve(self, principal: str, thread_id: str) -> None:
         if self.quotas is not None:
@@ -235,11 +266,20 @@ class Threads:
         source = await self.record(principal, thread_id)
         target = str(uuid.uuid4())
         await self._reserve(principal, target)
-        async with self.lease.hold(thread_id):
-            await copy_checkpoints(self.checkpointer, thread_id, target)
         now = now_iso()
         record = ThreadRecord(target, principal, now, now, dict(source.metadata), "idle")
-        await self.records.create_thread(record)
+        try:
+            # The copy holds what its source holds: it starts from the source's byte count
+            # (a copy must not reset the counter: copy, fill, copy, fill passed the quota).
+            if self.quotas is not None:
+                used = await self.quotas.used_bytes(thread_id)
+                await self.quotas.add_message_bytes(principal, target, used)
+            async with self.lease.hold(thread_id):
+                await copy_checkpoints(self.checkpointer, thread_id, target)
+            await self.records.create_thread(record)
+        except BaseException:
+            await self.discard_slot(principal, target)
+            raise
         state = await self._state(record)
         await self.records.update_thread(target, status=thread_status_of(state))
         return await self.get(principal, target)
@@ -312,6 +352,7 @@ class Threads:
             )
         if checkpoint and checkpoint.get("checkpoint_id") and await self._state(record, checkpoint) is None:
             raise NotFound("checkpoint")
+        await self.count_bytes(principal, thread_id, values)
         async with self.lease.hold(thread_id) as held:
             try:
                 config = thread_config(thread_id, checkpoint, held.token)

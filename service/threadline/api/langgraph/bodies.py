@@ -137,6 +137,10 @@ class RunCreate(_Body):
     def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and not isinstance(value.get("configurable", {}), dict):
             raise ValueError("config.configurable must be an object")
+        limit = (value or {}).get("recursion_limit")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            # A ceiling applies on top (MAX_RECURSION_LIMIT); this is only its type.
+            raise ValueError("config.recursion_limit must be an integer of at least 1")
         return value
 
     def payload(self) -> dict[str, Any]:

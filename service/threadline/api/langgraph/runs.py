@@ -163,7 +163,7 @@ async def _create(
 # -- on a thread --
 
 
-@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409))
+@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409, 429))
 async def create(
     thread_id: ThreadId,
     body: RunCreate,
@@ -176,7 +176,9 @@ async def create(
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409)})
+@router.post(
+    "/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409, 429)}
+)
 async def stream(
     thread_id: ThreadId,
     body: RunCreate,
@@ -193,7 +195,7 @@ async def stream(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409))
+@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
 async def wait(
     thread_id: ThreadId,
     body: RunCreate,
@@ -359,7 +361,7 @@ async def cancel(
 # -- stateless --
 
 
-@router.post("/runs", responses=error_responses(404, 409))
+@router.post("/runs", responses=error_responses(404, 409, 429))
 async def create_stateless(
     body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
 ) -> Response:
@@ -367,7 +369,7 @@ async def create_stateless(
     return _json(run_dict(run), _where(run))
 
 
-@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409)})
+@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
 async def stream_stateless(
     body: RunCreate,
     principal: Principal,
@@ -383,7 +385,7 @@ async def stream_stateless(
     return _sse(runtime, events, _where(run, "stream"))
 
 
-@router.post("/runs/wait", responses=error_responses(404, 409))
+@router.post("/runs/wait", responses=error_responses(404, 409, 429))
 async def wait_stateless(
     body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
 ) -> Response:

@@ -29,7 +29,7 @@ async def _search_query(authorize: Authorize, body: ThreadSearch | ThreadCount) 
     return {key: value.get(key, query[key]) for key in query}
 
 
-@router.post("", responses=error_responses(409))
+@router.post("", responses=error_responses(404, 409, 429))
 async def create(
     body: ThreadCreate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -58,7 +58,7 @@ async def get(
     return await threads.get(principal, thread_id)
 
 
-@router.patch("/{thread_id}", responses=error_responses(400, 404))
+@router.patch("/{thread_id}", responses=error_responses(400, 404, 429))
 async def patch(
     thread_id: ThreadId, body: ThreadPatch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -76,7 +76,7 @@ async def delete(
     return Response(status_code=204)
 
 
-@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409, 429))
 async def copy(
     thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -96,7 +96,7 @@ async def state(
     return await threads.state(principal, thread_id, subgraphs=subgraphs)
 
 
-@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409, 429))
 async def update_state(
     thread_id: ThreadId, body: StateUpdate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:

@@ -257,6 +257,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             ``format``, or a negative ``keep_last``.
     """
 
+    # adelete_for_runs takes the runs' thread (threadline.checkpoint.delete_for_runs).
+    deletes_runs_of_one_thread = True
+
     def get_next_version(self, current: str | int | None, channel: None) -> str:
         """The channel version after ``current``: ``<counter>.<random>``.
 
@@ -885,11 +888,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         yield Commands([("DEL", *ThreadKeys.of(thread_id).data)])
         self.cache.drop(thread_id)
 
-    def _op_delete_for_runs(self, run_ids: Sequence[str]) -> Op:
+    def _op_delete_for_runs(self, run_ids: Sequence[str], thread_id: str | None = None) -> Op:
         runs = set(run_ids)
         if not runs:
             return
-        for thread_id in (yield from self._op_threads()):
+        threads = [thread_id] if thread_id is not None else (yield from self._op_threads())
+        for thread_id in threads:
             keys = ThreadKeys.of(thread_id)
             (records,) = yield Commands([("HGETALL", keys.cp)])
             doomed = [
@@ -1158,19 +1162,22 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """
         await self._run_async(self._op_delete_thread(thread_id))
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+    async def adelete_for_runs(self, run_ids: Sequence[str], *, thread_id: str | None = None) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed.
 
-        Scans every thread (SCAN; an admin operation). Blobs no remaining checkpoint refers
-        to are deleted too.
+        With ``thread_id``, of that thread only: one HGETALL of its records and one script,
+        whatever else Redis holds (a rollback: ``threadline.checkpoint.delete_for_runs``).
+        Without, scans every thread (SCAN; an admin operation: 1008 hashes read in 0.83 s for
+        one rollback in issue 18). Blobs no remaining checkpoint refers to are deleted too.
 
         Args:
             run_ids: the runs.
+            thread_id: the thread the runs ran on, when known.
 
         Raises:
             redis.RedisError: Redis is unreachable or refused the call.
         """
-        await self._run_async(self._op_delete_for_runs(run_ids))
+        await self._run_async(self._op_delete_for_runs(run_ids, thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write of one thread into another.
@@ -1296,9 +1303,9 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """Sync :meth:`adelete_thread`."""
         self._run_sync(self._op_delete_thread(thread_id))
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def delete_for_runs(self, run_ids: Sequence[str], *, thread_id: str | None = None) -> None:
         """Sync :meth:`adelete_for_runs`."""
-        self._run_sync(self._op_delete_for_runs(run_ids))
+        self._run_sync(self._op_delete_for_runs(run_ids, thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Sync :meth:`acopy_thread`."""
