@@ -9,7 +9,7 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
-from threadline.agent.registry import CHAT, bind_graphs, import_graphs
+from threadline.agent.registry import CHAT, bind_graphs, import_graphs, read_deployment
 from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
 from threadline.config import Settings
@@ -33,8 +33,10 @@ class Runtime:
         self.replica = settings.server.replica_name
         self.api_keys = ApiKeys(settings.session.api_key_hashes())
         self.model = make_model(settings.model)
-        # Imported now, so a graph that fails to import stops start-up before any store opens.
-        self.user_graphs = import_graphs(settings.graph.config_path)
+        # Read and imported now, so a broken config stops start-up before any store opens.
+        path = settings.graph.config_path
+        self.deployment = read_deployment(path) if path is not None else None
+        self.user_graphs = import_graphs(self.deployment)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
