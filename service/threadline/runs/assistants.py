@@ -73,6 +73,9 @@ class Assistants:
             raise NotFound("assistant")
         return found
 
+    def graph_ids(self) -> list[str]:
+        return list(self._by_graph)
+
     def for_thread(self, metadata: dict[str, Any]) -> Assistant:
         """The assistant whose graph reads a thread with ``metadata`` (its ``graph_id``)."""
         return self._by_graph.get(str(metadata.get("graph_id")), self._by_graph[self.default_graph_id])

@@ -185,7 +185,15 @@ class Runs:
             Conflict: busy thread with ``multitask_strategy=reject``; ``command.resume`` on a
                 thread with no interrupt.
         """
-        assistant = self.assistants.get(payload["assistant_id"])
+        try:
+            assistant = self.assistants.get(payload["assistant_id"])
+        except NotFound:
+            # As langgraph-api: a UUID no assistant has is 404, anything else (a name that is
+            # no graph id) 422 naming the graphs.
+            if _is_uuid(payload["assistant_id"]):
+                raise
+            graphs = ", ".join(self.assistants.graph_ids())
+            raise Invalid(f"assistant_id: neither an assistant UUID nor a graph id ({graphs})") from None
         _check_input(assistant, payload)
         if payload.get("multitask_strategy") == "rollback":
             self._check_rollback("multitask_strategy")
@@ -272,7 +280,9 @@ class Runs:
                     raise NotFound("checkpoint")
             return
         state = await assistant.graph.aget_state(thread_config(thread_id))
-        if not state.interrupts:
+        # An update_state on an interrupted thread leaves it at the node (next) without the
+        # interrupt itself; a resume then re-enters the node, as on langgraph-api.
+        if not state.interrupts and not state.next:
             raise Conflict("no_interrupt", "command.resume: the thread is not waiting at an interrupt")
 
     # -- execute --
@@ -746,7 +756,8 @@ class Runs:
         check: bool = True,
     ) -> AsyncIterator[RunEvent]:
         """The run's events after id ``after`` (from the first when None) until it ends, as
-        they come; only the modes in ``stream_modes`` (and metadata/error) when given."""
+        they come; only the modes in ``stream_modes`` (and errors) when given: no ``metadata``
+        then, as langgraph-api filters a join."""
         if check:
             await self.get(principal, thread_id, run_id)
         wanted = set(stream_modes or ())
@@ -765,7 +776,7 @@ class Runs:
                     return
                 after = event.id
                 mode = event.event.split("|", 1)[0]
-                if not wanted or mode in wanted or mode in ("metadata", "error"):
+                if not wanted or mode in wanted or mode == "error":
                     yield event
 
     async def _watch(self, thread_id: str, run_id: str, renew_at: float) -> float:
@@ -863,6 +874,14 @@ class Runs:
             await asyncio.wait(list(self._tasks), timeout=5)
 
 
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 def run_dict(run: RunRecord) -> dict[str, Any]:
     """The API's ``Run``."""
     return {
@@ -879,10 +898,8 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
 
 
 def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
-    for field in ("interrupt_before", "interrupt_after"):
-        nodes = payload.get(field)
-        if isinstance(nodes, list) and (unknown := sorted(set(nodes) - set(assistant.graph.nodes))):
-            raise Invalid(f"{field}: {unknown} are not nodes of graph {assistant.graph_id!r}")
+    # interrupt_before/after naming a node the graph lacks are not refused: langgraph-api runs
+    # them (the name never matches, so the run does not stop there), and clients rely on it.
     graph_input, command = payload.get("input"), payload.get("command")
     if graph_input is not None and command is not None:
         raise Invalid("send either input or command, not both")

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from threadline.api.deps import AssistantsDep, Principal
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch
+from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch, selected
 from threadline.api.openapi import error_responses
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
@@ -20,8 +20,10 @@ READ_ONLY = (
 
 @router.post("/search")
 async def search(body: AssistantSearch, _: Principal, assistants: AssistantsDep) -> list[dict[str, Any]]:
-    found = assistants.search(body.graph_id, body.name, body.metadata)
-    return [assistants.as_dict(a) for a in found[body.offset : body.offset + body.limit]]
+    found = [assistants.as_dict(a) for a in assistants.search(body.graph_id, body.name, body.metadata)]
+    # Every assistant has the same times: ties keep the graphs' order (langgraph.json's).
+    found.sort(key=lambda a: a[body.sort_by], reverse=body.sort_order == "desc")
+    return selected(found[body.offset : body.offset + body.limit], body.select)
 
 
 @router.post("/count")

@@ -15,6 +15,7 @@ from threadline.api.langgraph.bodies import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
+    selected,
 )
 from threadline.api.openapi import error_responses
 
@@ -28,7 +29,8 @@ async def create(body: ThreadCreate, principal: Principal, threads: ThreadsDep) 
 
 @router.post("/search")
 async def search(body: ThreadSearch, principal: Principal, threads: ThreadsDep) -> list[dict[str, Any]]:
-    return await threads.search(principal, **body.model_dump())
+    found = await threads.search(principal, **body.model_dump(exclude={"select"}))
+    return selected(found, body.select)
 
 
 @router.post("/count")
@@ -36,37 +38,37 @@ async def count(body: ThreadCount, principal: Principal, threads: ThreadsDep) ->
     return await threads.count(principal, **body.model_dump())
 
 
-@router.get("/{thread_id}", responses=error_responses(400, 404))
+@router.get("/{thread_id}", responses=error_responses(404))
 async def get(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
     return await threads.get(principal, thread_id)
 
 
-@router.patch("/{thread_id}", responses=error_responses(400, 404))
+@router.patch("/{thread_id}", responses=error_responses(404))
 async def patch(
     thread_id: ThreadId, body: ThreadPatch, principal: Principal, threads: ThreadsDep
 ) -> dict[str, Any]:
     return await threads.update(principal, thread_id, body.metadata)
 
 
-@router.delete("/{thread_id}", status_code=204, responses=error_responses(400, 404, 409))
+@router.delete("/{thread_id}", status_code=204, responses=error_responses(404, 409))
 async def delete(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> Response:
     await threads.delete(principal, thread_id)
     return Response(status_code=204)
 
 
-@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/copy", responses=error_responses(404, 409))
 async def copy(thread_id: ThreadId, principal: Principal, threads: ThreadsDep) -> dict[str, Any]:
     return await threads.copy(principal, thread_id)
 
 
-@router.get("/{thread_id}/state", responses=error_responses(400, 404))
+@router.get("/{thread_id}/state", responses=error_responses(404))
 async def state(
     thread_id: ThreadId, principal: Principal, threads: ThreadsDep, subgraphs: bool = False
 ) -> dict[str, Any]:
     return await threads.state(principal, thread_id, subgraphs=subgraphs)
 
 
-@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409))
+@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409))  # 400: no graph yet
 async def update_state(
     thread_id: ThreadId, body: StateUpdate, principal: Principal, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -76,14 +78,14 @@ async def update_state(
     return await threads.update_state(principal, thread_id, body.values, body.as_node, checkpoint or None)
 
 
-@router.post("/{thread_id}/state/checkpoint", responses=error_responses(400, 404))
+@router.post("/{thread_id}/state/checkpoint", responses=error_responses(404))
 async def state_at(
     thread_id: ThreadId, body: StateAt, principal: Principal, threads: ThreadsDep
 ) -> dict[str, Any]:
     return await threads.state(principal, thread_id, body.checkpoint.model_dump(), body.subgraphs)
 
 
-@router.get("/{thread_id}/state/{checkpoint_id}", responses=error_responses(400, 404))
+@router.get("/{thread_id}/state/{checkpoint_id}", responses=error_responses(404))
 async def state_at_id(
     thread_id: ThreadId,
     checkpoint_id: Annotated[str, Path(max_length=128)],
@@ -94,26 +96,21 @@ async def state_at_id(
     return await threads.state(principal, thread_id, {"checkpoint_id": checkpoint_id}, subgraphs)
 
 
-@router.post("/{thread_id}/history", responses=error_responses(400, 404))
+@router.post("/{thread_id}/history", responses=error_responses(404))
 async def history(
     thread_id: ThreadId, body: HistoryQuery, principal: Principal, threads: ThreadsDep
 ) -> list[dict[str, Any]]:
-    before = body.before
-    if isinstance(before, str):
-        before_cp: dict[str, Any] | None = {"checkpoint_id": before}
-    else:
-        before_cp = before.model_dump() if before else None
     return await threads.history(
         principal,
         thread_id,
         body.limit,
-        before_cp,
+        body.before.model_dump() if body.before else None,
         body.metadata,
         body.checkpoint.model_dump() if body.checkpoint else None,
     )
 
 
-@router.get("/{thread_id}/history", responses=error_responses(400, 404))
+@router.get("/{thread_id}/history", responses=error_responses(404))
 async def history_get(
     thread_id: ThreadId,
     principal: Principal,
