@@ -70,8 +70,10 @@ async def test_assistants_are_the_graphs_by_graph_id_and_uuid(pair: Pair) -> Non
     schemas = await client.assistants.get_schemas("refunds")
     assert set(schemas["input_schema"]["properties"]) >= {"request", "amount"}
     assert "trail" in schemas["state_schema"]["properties"]
-    with pytest.raises(NotFoundError):
+    with pytest.raises(UnprocessableEntityError):  # neither a UUID nor a graph id, as langgraph-api
         await client.assistants.get("nope")
+    with pytest.raises(NotFoundError):
+        await client.assistants.get(str(uuid.uuid4()))
 
 
 async def test_threads_create_get_update_search_count_delete(pair: Pair) -> None:

@@ -180,20 +180,13 @@ class Runs:
         type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
 
         Raises:
-            NotFound: assistant, thread (``if_not_exists=reject``) or checkpoint.
-            Invalid: input that does not fit the graph, input and command together.
+            NotFound: assistant (a UUID), thread (``if_not_exists=reject``) or checkpoint.
+            Invalid: an assistant id that is no UUID nor graph id, input that does not fit
+                the graph, input and command together.
             Conflict: busy thread with ``multitask_strategy=reject``; ``command.resume`` on a
                 thread with no interrupt.
         """
-        try:
-            assistant = self.assistants.get(payload["assistant_id"])
-        except NotFound:
-            # As langgraph-api: a UUID no assistant has is 404, anything else (a name that is
-            # no graph id) 422 naming the graphs.
-            if _is_uuid(payload["assistant_id"]):
-                raise
-            graphs = ", ".join(self.assistants.graph_ids())
-            raise Invalid(f"assistant_id: neither an assistant UUID nor a graph id ({graphs})") from None
+        assistant = self.assistants.get(payload["assistant_id"])
         _check_input(assistant, payload)
         if payload.get("multitask_strategy") == "rollback":
             self._check_rollback("multitask_strategy")
@@ -872,14 +865,6 @@ class Runs:
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def run_dict(run: RunRecord) -> dict[str, Any]:
