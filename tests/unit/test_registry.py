@@ -7,6 +7,7 @@ LangGraph's in-memory saver (a real checkpointer in this process).
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -335,21 +336,21 @@ SEEN = os.environ.get("THREADLINE_TEST_GRAPH_VAR")
 
 
 def seen_by_graph(path: Path) -> str | None:
-    graphs = import_graphs(path)
-    import sys
-
+    """What the graph module of ``path`` read from the environment, imported afresh."""
+    for name in [n for n in sys.modules if n.startswith("threadline_graphs.")]:
+        del sys.modules[name]
+    assert "counter" in import_graphs(path)
     module = next(
         m for n, m in sys.modules.items() if n.startswith("threadline_graphs.") and hasattr(m, "SEEN")
     )
-    assert "counter" in graphs
     return module.SEEN
 
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch):
-    import sys
-
-    monkeypatch.delenv("THREADLINE_TEST_GRAPH_VAR", raising=False)
+    # setenv first, so the variable the registry sets is removed again after the test.
+    monkeypatch.setenv("THREADLINE_TEST_GRAPH_VAR", "")
+    monkeypatch.delenv("THREADLINE_TEST_GRAPH_VAR")
     for name in [n for n in sys.modules if n.startswith("threadline_graphs.")]:
         monkeypatch.delitem(sys.modules, name)
     return monkeypatch
@@ -375,8 +376,6 @@ def test_env_as_a_file_is_read_relative_to_the_json_and_the_deployment_wins(
     path = config(tmp_path, {"counter": "./agent.py:graph"}, env=".env")
     assert seen_by_graph(path) == "from-file"
     clean_env.setenv("THREADLINE_TEST_GRAPH_VAR", "from-deployment")
-    for name in [n for n in __import__("sys").modules if n.startswith("threadline_graphs.")]:
-        clean_env.delitem(__import__("sys").modules, name)
     assert seen_by_graph(path) == "from-deployment"
 
 
