@@ -5,13 +5,20 @@ them (errors too), another origin is refused, and without a setting no origin is
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 
 from client import API_KEY, API_KEYS
+from servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +114,32 @@ def test_without_a_setting_no_origin_is_allowed(start_replica, env) -> None:
     assert "access-control-allow-origin" not in answer.headers
     got = httpx.get(f"{replica.url}/info", headers={"Origin": "http://localhost:3000"})
     assert got.status_code == 200 and "access-control-allow-origin" not in got.headers
+
+
+def test_make_run_allows_localhost_on_any_port(tmp_path) -> None:
+    """`make run` (scripts/run-dev.sh) serves a browser dev server on this machine out of the box."""
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    env = {**os.environ, "PORT": str(port), "PY": sys.executable}
+    env.update(CHECKPOINT_SQLITE_PATH=str(tmp_path / "c.sqlite"))
+    env.pop("CORS_ALLOW_ORIGINS", None)
+    server = subprocess.Popen(
+        ["scripts/run-dev.sh"], cwd=root, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        for origin in ("http://localhost:3000", "http://127.0.0.1:5173"):
+            answer = preflight(url, "/threads/search", "POST", origin)
+            assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == origin
+        assert preflight(url, "/threads/search", "POST", "https://example.com").status_code == 400
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
