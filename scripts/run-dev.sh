@@ -10,6 +10,8 @@ KEY=$(cat "$KEY_FILE")
 export API_KEYS="${API_KEYS:-dev:$($PY -m threadline hash-key "$KEY")}"
 export CHECKPOINT_BACKEND="${CHECKPOINT_BACKEND:-sqlite}"
 export PORT="${PORT:-8080}"
+# Browser apps on this machine (agent-chat-ui, a useStream app's dev server) on any port.
+export CORS_ALLOW_ORIGINS="${CORS_ALLOW_ORIGINS:-http://localhost:*,http://127.0.0.1:*}"
 cat <<MSG
 threadline on http://127.0.0.1:${PORT}  (checkpoints: ${CHECKPOINT_BACKEND}, model: ${MODEL:-builtin})
 dev API key (in ${KEY_FILE}):  export KEY=\$(cat ${KEY_FILE})

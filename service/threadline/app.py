@@ -16,9 +16,11 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from threadline import __version__
 from threadline.api import errors, health, openapi, sessions, threads
+from threadline.api.cors import cors_options
 from threadline.api.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from threadline.api.middleware import ServiceMiddleware
 from threadline.config import Settings
@@ -78,4 +80,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_body_bytes=4 * server.max_message_bytes + 4096,
         body_timeout=server.http_body_timeout_seconds,
     )
+    # Outermost, so preflights are answered before auth and every answer (a 401, a 413 from
+    # the layer above) carries the CORS headers a browser needs to read it.
+    deployment = runtime.deployment
+    cors = cors_options(server.cors_allow_origins, deployment.cors if deployment else None)
+    if cors is not None:
+        app.add_middleware(CORSMiddleware, **cors)
     return app

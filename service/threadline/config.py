@@ -11,6 +11,7 @@ and never echoes the value (values may hold passwords).
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -26,6 +27,25 @@ SessionBackend = Literal["memory", "redis"]
 
 class ConfigError(ValueError):
     """A setting is missing or invalid; the message names the environment variable."""
+
+
+_ORIGIN = re.compile(r"https?://[^/\s:*,]+(:(\d{1,5}|\*))?")
+
+
+def parse_origins(value: str) -> list[str]:
+    """The entries of a comma-separated origin list (``CORS_ALLOW_ORIGINS``).
+
+    Raises:
+        ValueError: an entry is neither ``*`` nor ``scheme://host[:port|:*]``.
+    """
+    origins = [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise ValueError(
+                "cors_allow_origins: every entry is `*` or an origin such as https://app.example.com, "
+                "http://localhost:3000 or http://localhost:* (any port)"
+            )
+    return origins
 
 
 class _Group(BaseSettings):
@@ -262,6 +282,15 @@ class ServerSettings(_Group):
     http_keepalive_seconds: int = Field(default=5, gt=0)
     # Concurrent SSE replies per replica; one more is answered 503.
     max_streams: int = Field(default=200, gt=0)
+    # Browser origins allowed to call the API (CORS), comma-separated: `*` is any origin, an
+    # entry ending in `:*` any port (`http://localhost:*`); empty allows none. See api/cors.py.
+    cors_allow_origins: str = ""
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _valid_origins(cls, value: str) -> str:
+        parse_origins(value)  # ValueError naming the field
+        return value
 
     @model_validator(mode="after")
     def _metrics_port_apart(self) -> ServerSettings:

@@ -9,7 +9,14 @@ import logging
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
-from threadline.agent.registry import CHAT, bind_graphs, import_auth, import_graphs
+from threadline.agent.registry import (
+    CHAT,
+    Deployment,
+    bind_graphs,
+    import_auth,
+    import_graphs,
+    read_deployment,
+)
 from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
 from threadline.config import Settings
@@ -58,9 +65,11 @@ class Runtime:
         key_hashes = settings.session.api_key_hashes()
         self.api_keys = ApiKeys(key_hashes)
         self.model = make_model(settings.model)
-        # Imported now, so a graph that fails to import stops start-up before any store opens.
-        self.user_graphs = import_graphs(settings.graph.config_path)
-        self.custom_auth = _custom_auth(settings)
+        # Read and imported now, so a broken config stops start-up before any store opens.
+        path = settings.graph.config_path
+        self.deployment = read_deployment(path) if path is not None else None
+        self.user_graphs = import_graphs(self.deployment)
+        self.custom_auth = _custom_auth(settings, self.deployment)
         announce(settings, self.user_graphs, has_identity=bool(key_hashes) or self.custom_auth is not None)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
@@ -138,9 +147,9 @@ class Runtime:
                 await asyncio.wait_for(asyncio.gather(*waits), seconds)
 
 
-def _custom_auth(settings: Settings) -> CustomAuth | None:
+def _custom_auth(settings: Settings, deployment: Deployment | None) -> CustomAuth | None:
     """The handlers of the config's ``auth.path``, or None (``API_KEYS`` alone authenticates)."""
-    auth = import_auth(settings.graph.config_path)
+    auth = import_auth(deployment)
     if auth is None:
         return None
     if settings.session.api_keys.strip():

@@ -46,3 +46,21 @@ def test_api_keys_match_only_their_hash():
     keys = ApiKeys({hash_key("k1"): "alice", hash_key("k2"): "bob"})
     assert keys.principal("k1") == "alice" and keys.principal("k2") == "bob"
     assert keys.principal("k3") is None and keys.principal("") is None
+
+
+async def test_text_blocks_are_joined_text_in_the_reply_and_the_digest():
+    # What agent UIs send: a content list of blocks. The reply shows the text, never a
+    # Python list, and the digest reads a block message as its joined text (issue 19).
+    model = BuiltinChatModel()
+    blocks = [{"type": "text", "text": "hello "}, {"type": "image_url", "image_url": {"url": "x"}}]
+    blocks.append({"type": "text", "text": "there"})
+    history = [
+        HumanMessage(content=blocks),
+        AIMessage("b"),
+        HumanMessage(content=[{"type": "text", "text": "c"}]),
+    ]
+    reply = await model.ainvoke(history)
+    assert reply.content == brief_reply(2, ["hello there", "b"], "c")
+    # The same conversation sent as strings answers the same.
+    as_strings = await model.ainvoke([HumanMessage("hello there"), AIMessage("b"), HumanMessage("c")])
+    assert as_strings.content == reply.content

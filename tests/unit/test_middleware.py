@@ -83,3 +83,32 @@ async def test_a_declared_length_past_the_cap_is_413(app_and_reads):
     response = await post(app, content=b"x" * (CAP + 1), headers={"x-api-key": API_KEY})
     assert response.status_code == 413
     assert reads == []
+
+
+async def test_a_text_plain_body_is_relabelled_json_and_still_capped(app_and_reads):
+    # agent-chat-ui's passthrough labels its JSON text/plain; the route sees application/json,
+    # and the cap applies as to any body (issue 19).
+    app, reads = app_and_reads
+    seen: list[str] = []
+    plain = {"x-api-key": API_KEY, "content-type": "text/plain;charset=UTF-8"}
+    ok = await post(app, content=b'{"a": 1}', headers=plain)
+    assert ok.status_code == 200 and reads == [8]
+    wrapped = ServiceMiddleware(
+        _LabelSpy(app.app, seen), runtime=app.runtime, max_body_bytes=CAP, body_timeout=5
+    )
+    await post(wrapped, content=b"{}", headers=plain)
+    assert seen == ["application/json"]
+    too_big = await post(app, content=chunks(100_000), headers=plain)
+    assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "content_too_large"
+
+
+class _LabelSpy:
+    """The app behind the middleware, noting the Content-Type it is handed."""
+
+    def __init__(self, app, seen: list[str]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            self.seen.append(dict(scope["headers"]).get(b"content-type", b"").decode())
+        await self.app(scope, receive, send)

@@ -7,6 +7,7 @@ LangGraph's in-memory saver (a real checkpointer in this process).
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -127,7 +128,7 @@ async def test_a_module_path_imports_from_a_local_dependency_directory(tmp_path:
     write(tmp_path / "src" / package, "graphs.py")
     (tmp_path / "src" / package / "__init__.py").write_text("")
     saver = InMemorySaver()
-    path = config(tmp_path, {"mod": f"{package}.graphs:graph"}, dependencies=["./src", "langchain-openai"])
+    path = config(tmp_path, {"mod": f"{package}.graphs:graph"}, dependencies=["./src", "langchain-core"])
     graphs = load_graphs(path, model(), saver)
     assert graphs["mod"].checkpointer is saver
     assert await run_twice(graphs["mod"], saver) == 2
@@ -325,11 +326,125 @@ def test_langgraph_config_is_read_from_the_environment(monkeypatch: pytest.Monke
     assert load(GraphSettings).config_path == Path("/graphs/langgraph.json")
 
 
-def test_the_env_of_a_langgraph_json_is_ignored_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+# --- the other keys of a langgraph.json (issue 19) -----------------------------------------
+
+# A graph that reads a variable at import, as a provider client does.
+READS_ENV = """
+import os
+SEEN = os.environ.get("THREADLINE_TEST_GRAPH_VAR")
+"""
+
+
+def seen_by_graph(path: Path) -> str | None:
+    """What the graph module of ``path`` read from the environment, imported afresh."""
+    for name in [n for n in sys.modules if n.startswith("threadline_graphs.")]:
+        del sys.modules[name]
+    assert "counter" in import_graphs(path)
+    module = next(
+        m for n, m in sys.modules.items() if n.startswith("threadline_graphs.") and hasattr(m, "SEEN")
+    )
+    return module.SEEN
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch):
+    # setenv first, so the variable the registry sets is removed again after the test.
+    monkeypatch.setenv("THREADLINE_TEST_GRAPH_VAR", "")
+    monkeypatch.delenv("THREADLINE_TEST_GRAPH_VAR")
+    for name in [n for n in sys.modules if n.startswith("threadline_graphs.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return monkeypatch
+
+
+def test_env_as_a_map_reaches_the_graphs_without_logging_values(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "agent.py", READS_ENV)
+    path = config(
+        tmp_path, {"counter": "./agent.py:graph"}, env={"THREADLINE_TEST_GRAPH_VAR": "sk-from-json"}
+    )
+    with caplog.at_level("DEBUG", logger="threadline.agent.registry"):
+        assert seen_by_graph(path) == "sk-from-json"
+    assert "sk-from-json" not in caplog.text
+
+
+def test_env_as_a_file_is_read_relative_to_the_json_and_the_deployment_wins(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "agent.py", READS_ENV)
+    (tmp_path / ".env").write_text("THREADLINE_TEST_GRAPH_VAR=from-file\n")
+    path = config(tmp_path, {"counter": "./agent.py:graph"}, env=".env")
+    assert seen_by_graph(path) == "from-file"
+    clean_env.setenv("THREADLINE_TEST_GRAPH_VAR", "from-deployment")
+    assert seen_by_graph(path) == "from-deployment"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ("missing.env", "env file 'missing.env' not found"),
+        (["A=1"], "`env` must be an object of variables or the path of a .env file"),
+        ({"A": {"nested": 1}}, "`env` must be an object"),
+    ],
+)
+def test_a_bad_env_is_refused(tmp_path: Path, env: object, expected: str) -> None:
+    write(tmp_path, "agent.py")
+    assert expected in refused(config(tmp_path, {"counter": "./agent.py:graph"}, env=env))
+
+
+def test_an_installed_package_dependency_is_accepted(tmp_path: Path) -> None:
+    write(tmp_path, "agent.py")
+    path = config(tmp_path, {"counter": "./agent.py:graph"}, dependencies=[".", "langgraph", "orjson>=3"])
+    assert "counter" in load_graphs(path, model(), InMemorySaver())
+
+
+@pytest.mark.parametrize(
+    ("dependency", "expected"),
+    [
+        ("threadline-no-such-package", "dependency 'threadline-no-such-package' is not installed"),
+        ("langgraph<0.0.1", "dependency 'langgraph<0.0.1' needs another version (installed: "),
+        ("./no-such-dir", "dependency './no-such-dir' is not a directory"),
+        ("not a requirement!", "is neither a local path nor a package"),
+    ],
+)
+def test_a_missing_dependency_stops_start_up_saying_how_to_add_it(
+    tmp_path: Path, dependency: str, expected: str
 ) -> None:
     write(tmp_path, "agent.py")
-    path = config(tmp_path, {"counter": "./agent.py:graph"}, env={"OPENAI_API_KEY": "sk-not-read"})
+    message = refused(config(tmp_path, {"counter": "./agent.py:graph"}, dependencies=[dependency]))
+    assert expected in message
+    if "directory" not in message and "neither" not in message:
+        assert "install it in the image" in message and "pip install" in message
+
+
+def test_keys_threadline_does_not_serve_are_warned_about_by_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from threadline.agent.registry import KNOWN_KEYS
+
+    assert {"graphs", "dependencies", "env", "http"} <= KNOWN_KEYS
+    write(tmp_path, "agent.py")
+    path = config(
+        tmp_path,
+        {"counter": "./agent.py:graph"},
+        python_version="3.11",
+        dockerfile_lines=[],
+        http={"cors": {"allow_origins": ["https://a.example"]}, "app": "./app.py:app"},
+    )
     with caplog.at_level("WARNING", logger="threadline.agent.registry"):
         assert "counter" in load_graphs(path, model(), InMemorySaver())
-    assert "`env` is ignored" in caplog.text and "sk-not-read" not in caplog.text
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("'python_version'" in w for w in warned)
+    assert any("'dockerfile_lines'" in w for w in warned)
+    assert any("'http.app'" in w for w in warned)
+    assert not any("graphs" in w or "'http'" in w or "cors" in w for w in warned)
+
+
+def test_http_cors_is_read_for_the_app(tmp_path: Path) -> None:
+    from threadline.agent.registry import read_deployment
+
+    write(tmp_path, "agent.py")
+    cors = {"allow_origins": ["https://a.example"], "max_age": 60}
+    assert (
+        read_deployment(config(tmp_path, {"counter": "./agent.py:graph"}, http={"cors": cors})).cors == cors
+    )

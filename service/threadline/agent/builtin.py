@@ -7,6 +7,11 @@ produced on another replica saw the whole conversation (product brief, "The buil
 
 ``n`` is the 1-based number of this turn, ``content`` the human message of this turn and ``h``
 the first 12 hex digits of sha256 over every earlier message's content plus ``"\\n"``.
+
+A message's content is its text: a string as it is, a list of content blocks (what agent UIs
+send: ``[{"type": "text", "text": …}]``) as its text blocks joined with nothing between them
+(:func:`content_text`, as LangChain's ``message.text``); other blocks (images …) add nothing.
+So a conversation sent as blocks has the same replies and digests as one sent as strings.
 """
 
 from __future__ import annotations
@@ -20,6 +25,17 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+
+def content_text(content: str | list[Any]) -> str:
+    """A message content's text: a string, or the text blocks of a block list joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content
+        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
+    )
 
 
 def history_digest(earlier: Sequence[str]) -> str:
@@ -51,7 +67,7 @@ class BuiltinChatModel(BaseChatModel):
     def _reply(messages: list[BaseMessage]) -> str:
         # The last human message is this turn's; everything before it is history.
         last = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
-        contents = [str(m.content) for m in messages[: last + 1]]
+        contents = [content_text(m.content) for m in messages[: last + 1]]
         humans = sum(isinstance(m, HumanMessage) for m in messages[: last + 1])
         return builtin_reply(contents, humans)
 

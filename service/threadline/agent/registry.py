@@ -2,10 +2,18 @@
 
 ``LANGGRAPH_CONFIG`` names a ``langgraph.json`` in the LangGraph CLI format. Its ``graphs``
 map a graph id to ``./file.py:attr`` (relative to the json file), ``package.module:attr``, or
-``{"path": <either>, "description": …}``. Its ``dependencies`` that are local directories
-(``"."``, ``"./src"``) are put on ``sys.path``, as the CLI's image build installs them, so a
-``module:attr`` inside them imports. Its ``env`` is ignored: the environment comes from the
-deployment (the chart), and only :mod:`threadline.config` reads it.
+``{"path": <either>, "description": …}``. Its other keys (:data:`KNOWN_KEYS`; any other is a
+start-up warning naming it):
+
+* ``dependencies``: local directories (``"."``, ``"./src"``, relative to the json) go on
+  ``sys.path``, as the CLI's image build installs them, so a ``module:attr`` inside them
+  imports; a package (``"langchain-openai>=1.0"``) must already be installed in the image:
+  threadline installs nothing at start-up, and refuses to start, saying how to add it, when it
+  is missing.
+* ``env``: a map or a ``.env`` file (relative to the json) of variables for the graphs, set
+  before they are imported. The deployment's own environment wins over it, and threadline's
+  settings are read before it (set those in the deployment): only the graphs see ``env``.
+* ``http.cors``: CORS in LangGraph's format, handed to :mod:`threadline.api.cors`.
 
 The attribute may be a compiled graph, a ``StateGraph`` (compiled here) or a factory that
 returns either, sync or async, taking nothing or one ``RunnableConfig`` as langgraph-api calls
@@ -36,10 +44,12 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -58,6 +68,21 @@ CHAT = "chat"
 """The id of the built-in chat graph."""
 
 VARIABLE = "LANGGRAPH_CONFIG"
+
+# The langgraph.json keys threadline reads; any other is a start-up warning naming it. Who
+# serves a new key adds its name here (one per line).
+KNOWN_KEYS = frozenset(
+    {
+        "$schema",  # editor support only
+        "graphs",
+        "dependencies",
+        "env",
+        "http",
+        "auth",  # custom auth: import_auth
+    }
+)
+# Under ``http``: the keys threadline reads (langgraph-api has more, e.g. ``app``, ``mount_prefix``).
+KNOWN_HTTP_KEYS = frozenset({"cors"})
 
 # Errors whose text says what is wrong without echoing data: a module name, a file, a line.
 # Anything else a user's module raises is reported by type and place only, since its text
@@ -79,11 +104,31 @@ class GraphSpec:
     description: str | None = None
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """What a ``langgraph.json`` says, once read (its graphs not imported yet)."""
+
+    path: Path
+    graphs: dict[str, GraphSpec]
+    cors: dict[str, Any] | None = None
+    """``http.cors`` as written (checked by :func:`threadline.api.cors.cors_options`)."""
+    auth: object = None
+    """``auth`` as written (read by :func:`import_auth`)."""
+
+
 def read_config(config_path: Path) -> dict[str, GraphSpec]:
-    """Parse a ``langgraph.json`` into graph specs (no import yet).
+    """Parse a ``langgraph.json`` into graph specs (no import yet); see :func:`read_deployment`."""
+    return read_deployment(config_path).graphs
+
+
+def read_deployment(config_path: Path) -> Deployment:
+    """Read a ``langgraph.json``: its graphs (no import yet), ``dependencies`` (local ones on
+    ``sys.path``, packages checked), ``env`` (into the process environment) and ``http.cors``.
+    Keys threadline does not serve are logged as warnings, by name.
 
     Raises:
-        ConfigError: the file is missing, not JSON, or an entry of ``graphs`` is malformed.
+        ConfigError: the file is missing or not JSON, an entry of ``graphs`` is malformed, a
+            dependency is missing, or ``env`` cannot be read.
     """
     try:
         document = json.loads(config_path.read_text(encoding="utf-8"))
@@ -99,7 +144,7 @@ def read_config(config_path: Path) -> dict[str, GraphSpec]:
     if not isinstance(graphs, dict) or not graphs:
         raise ConfigError(f"{VARIABLE}: {str(config_path)!r} needs a non-empty `graphs` object")
     base = config_path.resolve().parent
-    specs = {}
+    specs: dict[str, GraphSpec] = {}
     for graph_id, entry in graphs.items():
         description = None
         if isinstance(entry, dict):
@@ -118,26 +163,105 @@ def read_config(config_path: Path) -> dict[str, GraphSpec]:
             specs[graph_id] = GraphSpec(graph_id, entry, (base / location).resolve(), None, attr, description)
         else:
             specs[graph_id] = GraphSpec(graph_id, entry, None, location, attr, description)
-    _add_local_dependencies(document.get("dependencies"), base)
-    if document.get("env"):
-        # Said at start-up, since the CLI would have loaded it: only config.py reads the environment.
-        log.warning("langgraph.json `env` is ignored: set those variables in the deployment")
-    return specs
+    _warn_unserved(document)
+    _add_dependencies(document.get("dependencies"), base)
+    _apply_env(document.get("env"), base)
+    http = document.get("http")
+    cors = http.get("cors") if isinstance(http, dict) else None
+    return Deployment(config_path, specs, cors, document.get("auth"))
 
 
-def _add_local_dependencies(dependencies: object, base: Path) -> None:
-    """Put the config's local dependency directories on ``sys.path`` (first, once each)."""
-    if not isinstance(dependencies, list):
+def _warn_unserved(document: dict[str, Any]) -> None:
+    """A warning per key threadline does not serve, so nothing is ignored without a word."""
+    for key in sorted(set(document) - KNOWN_KEYS):
+        log.warning("langgraph.json key %r is not served by threadline and is ignored", key)
+    http = document.get("http")
+    if http is not None and not isinstance(http, dict):
+        raise ConfigError(f"{VARIABLE}: `http` must be an object")
+    for key in sorted(set(http or {}) - KNOWN_HTTP_KEYS):
+        log.warning("langgraph.json key 'http.%s' is not served by threadline and is ignored", key)
+
+
+def _is_local(dependency: str) -> bool:
+    return dependency.startswith((".", "/"))
+
+
+def _add_dependencies(dependencies: object, base: Path) -> None:
+    """Local dependency directories on ``sys.path`` (first, once each); packages checked.
+
+    Raises:
+        ConfigError: a local one is not a directory, or a package is not installed.
+    """
+    if dependencies is None:
         return
+    if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+        raise ConfigError(f"{VARIABLE}: `dependencies` must be a list of paths and package names")
     for dependency in dependencies:
-        if isinstance(dependency, str) and dependency.startswith("."):
+        if _is_local(dependency):
             directory = (base / dependency).resolve()
-            if directory.is_dir() and str(directory) not in sys.path:
+            if not directory.is_dir():
+                raise ConfigError(f"{VARIABLE}: dependency {dependency!r} is not a directory")
+            if str(directory) not in sys.path:
                 sys.path.insert(0, str(directory))
+        else:
+            _check_installed(dependency)
 
 
-def import_graphs(config_path: Path | None) -> dict[str, Pregel | StateGraph]:
-    """Import every graph ``config_path`` names and check it; no checkpointer attached yet.
+def _check_installed(dependency: str) -> None:
+    """A package dependency (a pip requirement) must be installed, at a version it allows."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    how = (
+        "threadline installs nothing at start-up: install it in the image "
+        "(`RUN pip install '<requirement>'` in a Dockerfile FROM threadline, README "
+        '"Deploy your own graph")'
+    )
+    try:
+        requirement = Requirement(dependency)
+    except InvalidRequirement:
+        raise ConfigError(
+            f"{VARIABLE}: dependency {dependency!r} is neither a local path nor a package"
+        ) from None
+    try:
+        version = metadata.version(requirement.name)
+    except metadata.PackageNotFoundError:
+        raise ConfigError(f"{VARIABLE}: dependency {dependency!r} is not installed; {how}") from None
+    if requirement.specifier and not requirement.specifier.contains(version, prereleases=True):
+        raise ConfigError(
+            f"{VARIABLE}: dependency {dependency!r} needs another version (installed: {version}); {how}"
+        )
+
+
+def _apply_env(env: object, base: Path) -> None:
+    """``env`` (a map, or a ``.env`` file relative to the json) into the process environment,
+    for the graphs; a variable the deployment set keeps its value. Values are never logged.
+
+    Raises:
+        ConfigError: ``env`` is neither, or its file cannot be read.
+    """
+    if env is None:
+        return
+    if isinstance(env, str):
+        from dotenv import dotenv_values
+
+        path = (base / env).resolve()
+        if not path.is_file():
+            raise ConfigError(f"{VARIABLE}: env file {env!r} not found")
+        values = {k: v for k, v in dotenv_values(path).items() if v is not None}
+    elif isinstance(env, dict) and all(isinstance(v, (str, int, float, bool)) for v in env.values()):
+        values = {str(k): str(v) for k, v in env.items()}
+    else:
+        raise ConfigError(f"{VARIABLE}: `env` must be an object of variables or the path of a .env file")
+    kept = sorted(k for k in values if k in os.environ)
+    for key, value in values.items():
+        os.environ.setdefault(key, value)
+    if kept:
+        log.info("langgraph.json env: the deployment's own value wins", extra={"variables": kept})
+
+
+def import_graphs(config_path: Path | Deployment | None) -> dict[str, Pregel | StateGraph]:
+    """Import every graph ``config_path`` names (a path, or a :class:`Deployment` already
+    read) and check it; no checkpointer attached yet.
 
     Factories are called here (async ones too, on a loop of their own when one is running).
 
@@ -152,7 +276,8 @@ def import_graphs(config_path: Path | None) -> dict[str, Pregel | StateGraph]:
         return {}
     modules: dict[str, ModuleType] = {}  # one import per file or module, shared by its graphs
     graphs: dict[str, Pregel | StateGraph] = {}
-    for graph_id, spec in read_config(config_path).items():
+    deployment = config_path if isinstance(config_path, Deployment) else read_deployment(config_path)
+    for graph_id, spec in deployment.graphs.items():
         where = f"{VARIABLE}: graph {graph_id!r} ({spec.source})"
         try:
             key = str(spec.path) if spec.path else str(spec.module)
@@ -304,19 +429,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__} raised{place}"
 
 
-def import_auth(config_path: Path | None) -> object | None:
+def import_auth(deployment: Path | Deployment | None) -> object | None:
     """The ``langgraph_sdk.Auth`` that the config's ``"auth": {"path": …}`` names, or None.
 
     The path is ``./file.py:attr`` relative to the json file or ``package.module:attr``, with
-    the config's local ``dependencies`` importable (as for graphs).
+    the config's local ``dependencies`` importable (:func:`read_deployment` put them on the path).
 
     Raises:
         ConfigError: naming ``LANGGRAPH_CONFIG`` ``auth.path`` and the cause.
     """
-    if config_path is None:
+    if deployment is None:
         return None
-    document = json.loads(config_path.read_text(encoding="utf-8"))  # read_config checked it
-    section = document.get("auth") if isinstance(document, dict) else None
+    if isinstance(deployment, Path):
+        deployment = read_deployment(deployment)
+    section = deployment.auth
     if section is None:
         return None
     where = f"{VARIABLE}: `auth.path`"
@@ -326,8 +452,7 @@ def import_auth(config_path: Path | None) -> object | None:
     location, sep, attr = path.rpartition(":") if isinstance(path, str) else ("", "", "")
     if not sep or not location or not attr.isidentifier():
         raise ConfigError(f"{where}: expected './file.py:attr' or 'package.module:attr'")
-    base = config_path.resolve().parent
-    _add_local_dependencies(document.get("dependencies"), base)
+    base = deployment.path.resolve().parent
     if location.endswith(".py") or "/" in location:
         spec = GraphSpec("auth", path, (base / location).resolve(), None, attr)
     else:

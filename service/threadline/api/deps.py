@@ -23,7 +23,8 @@ from threadline.runtime import Runtime
 from threadline.sessions import SessionStore
 from threadline.turns import Conversations
 
-# Thread ids are ours (uuid4 hex), but accept any id of this shape so a malformed one is 400.
+# Thread ids are ours (uuid4 hex), but accept any id of this shape; a malformed one is 400 on
+# /v1 (the brief) and 422 on the LangGraph routes (the spec's status for a bad path parameter).
 THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -224,9 +225,10 @@ async def get_authorizer(runtime: RuntimeDep, caller: CallerDep) -> Authorizer:
 Authorize = Annotated[Authorizer, Depends(get_authorizer)]
 
 
-async def get_thread_id(thread_id: Annotated[str, Path()]) -> str:
+async def get_thread_id(request: Request, thread_id: Annotated[str, Path()]) -> str:
     if not THREAD_ID.fullmatch(thread_id):
-        raise ApiError(400, "invalid_thread_id", "thread ids are 1-64 characters of A-Z a-z 0-9 _ -")
+        status = 400 if request.url.path.startswith("/v1/") else 422
+        raise ApiError(status, "invalid_thread_id", "thread ids are 1-64 characters of A-Z a-z 0-9 _ -")
     return thread_id
 
 

@@ -1,4 +1,8 @@
-"""One error shape for every failure: ``{"error": {"code", "message"}}``.
+"""One error shape for every failure: ``{"detail": message, "error": {"code", "message"}}``.
+
+``detail`` is what the LangGraph API's spec requires of every error body (and what
+langgraph-api and the SDKs' error classes show); ``error.code`` is threadline's own, stable for
+programs to branch on.
 
 Messages are written here, never taken from an exception's text: exception text can hold a
 URL, a password or a stack detail.
@@ -39,7 +43,9 @@ class ApiError(Exception):
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+    return JSONResponse(
+        {"detail": message, "error": {"code": code, "message": message}}, status, headers=headers
+    )
 
 
 def unavailable(message: str) -> ApiError:
@@ -105,7 +111,7 @@ def install(app: FastAPI, backend: str) -> None:
 
     @app.exception_handler(Invalid)
     async def _invalid_run(_: Request, exc: Invalid) -> JSONResponse:
-        return error_response(422, "invalid_request", exc.message)
+        return error_response(exc.status, "invalid_request", exc.message)
 
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:

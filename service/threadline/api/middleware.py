@@ -17,6 +17,10 @@ The caller found in step 1 is kept in the request scope, so the route's own auth
 does not look the session up (or call a custom auth handler) a second time. Each request runs
 in :func:`threadline.access.request_scope`: the custom auth filter a route sets lasts as long
 as the request, its streamed body included, and no longer.
+
+Every body is read as JSON whatever its ``Content-Type``, as langgraph-api does: agent-chat-ui's
+API passthrough labels its JSON ``text/plain``. The label is rewritten before FastAPI sees it,
+so such a body is parsed (and validated, and capped) as any other.
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ from threadline.runtime import Runtime
 # Routes that take a body without credentials (the body holds them).
 PUBLIC_BODY_PATHS = frozenset({"/v1/sessions"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _as_json(scope: Scope) -> None:
+    """Label the request's body JSON (every route of this API takes JSON or nothing)."""
+    kept = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+    scope["headers"] = [*kept, (b"content-type", b"application/json")]
 
 
 def _carries_body(scope: Scope, headers: dict[bytes, bytes]) -> bool:
@@ -73,6 +83,8 @@ class ServiceMiddleware:
         answered = False  # the middleware sent its own response; drop what the app sends after
         headers = dict(scope["headers"])
         has_body = _carries_body(scope, headers)
+        if has_body and b"json" not in headers.get(b"content-type", b"application/json").lower():
+            _as_json(scope)
 
         async def send_with_replica(message: Message) -> None:
             nonlocal status

@@ -1,5 +1,5 @@
 """The OpenAPI document: every status an operation can answer, each error with the one error
-schema (``{"error": {"code", "message"}}``, :mod:`threadline.api.errors`).
+schema (``{"detail", "error": {"code", "message"}}``, :mod:`threadline.api.errors`).
 
 Routes declare the statuses of their own logic (``responses=error_responses(404, 409)``).
 What the shared layers add is filled in here for every operation, so routes added later get it
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 _DESCRIPTIONS = {
     202: "Accepted (the run is asked to stop)",
-    400: "Invalid identifier",
+    400: "Invalid identifier (/v1), or a thread with no graph to write its state through",
     401: "Missing or bad credentials",
     404: "Not found (or another principal's)",
     405: "Not allowed: assistants are the deployment's graphs",
@@ -46,6 +46,7 @@ class ErrorDetail(BaseModel):
 class ErrorBody(BaseModel):
     """Every error answer."""
 
+    detail: str
     error: ErrorDetail
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from threadline.runs.errors import NotFound
+from threadline.runs.errors import Invalid, NotFound
 
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
@@ -66,10 +66,17 @@ class Assistants:
         """By UUID or graph id.
 
         Raises:
-            NotFound: neither.
+            NotFound: a UUID no assistant has.
+            Invalid: neither a UUID nor a graph id (langgraph-api answers that 422, naming
+                the graphs).
         """
         found = self._by_uuid.get(assistant_id) or self._by_graph.get(assistant_id)
         if found is None:
+            try:
+                uuid.UUID(assistant_id)
+            except ValueError:
+                graphs = ", ".join(self._by_graph)
+                raise Invalid(f"assistant_id: neither an assistant UUID nor a graph id ({graphs})") from None
             raise NotFound("assistant")
         return found
 

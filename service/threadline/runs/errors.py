@@ -14,11 +14,12 @@ class NotFound(Exception):
 
 class Invalid(Exception):
     """The request cannot be run as asked (input that does not fit the graph, a bad combination
-    of fields); ``message`` says why and holds no stored data."""
+    of fields); ``message`` says why and holds no stored data. ``status`` is the HTTP status
+    the API answers it with: 422, or 400 where the LangGraph spec documents that."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, status: int = 422) -> None:
         super().__init__(message)
-        self.message = message
+        self.message, self.status = message, status
 
 
 class Conflict(Exception):

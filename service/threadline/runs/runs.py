@@ -203,8 +203,9 @@ class Runs:
         type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
 
         Raises:
-            NotFound: assistant, thread (``if_not_exists=reject``) or checkpoint.
-            Invalid: input that does not fit the graph, input and command together.
+            NotFound: assistant (a UUID), thread (``if_not_exists=reject``) or checkpoint.
+            Invalid: an assistant id that is no UUID nor graph id, input that does not fit
+                the graph, input and command together.
             Conflict: busy thread with ``multitask_strategy=reject``; ``command.resume`` on a
                 thread with no interrupt.
         """
@@ -323,7 +324,9 @@ class Runs:
                     raise NotFound("checkpoint")
             return
         state = await assistant.graph.aget_state(thread_config(thread_id))
-        if not state.interrupts:
+        # An update_state on an interrupted thread leaves it at the node (next) without the
+        # interrupt itself; a resume then re-enters the node, as on langgraph-api.
+        if not state.interrupts and not state.next:
             raise Conflict("no_interrupt", "command.resume: the thread is not waiting at an interrupt")
 
     # -- execute --
@@ -796,7 +799,8 @@ class Runs:
         check: bool = True,
     ) -> AsyncIterator[RunEvent]:
         """The run's events after id ``after`` (from the first when None) until it ends, as
-        they come; only the modes in ``stream_modes`` (and metadata/error) when given."""
+        they come; only the modes in ``stream_modes`` (and errors) when given: no ``metadata``
+        then, as langgraph-api filters a join."""
         if check:
             await self.get(principal, thread_id, run_id)
         wanted = set(stream_modes or ())
@@ -815,7 +819,7 @@ class Runs:
                     return
                 after = event.id
                 mode = event.event.split("|", 1)[0]
-                if not wanted or mode in wanted or mode in ("metadata", "error"):
+                if not wanted or mode in wanted or mode == "error":
                     yield event
 
     async def _watch(self, thread_id: str, run_id: str, renew_at: float) -> float:
@@ -929,10 +933,8 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
 
 
 def _check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
-    for field in ("interrupt_before", "interrupt_after"):
-        nodes = payload.get(field)
-        if isinstance(nodes, list) and (unknown := sorted(set(nodes) - set(assistant.graph.nodes))):
-            raise Invalid(f"{field}: {unknown} are not nodes of graph {assistant.graph_id!r}")
+    # interrupt_before/after naming a node the graph lacks are not refused: langgraph-api runs
+    # them (the name never matches, so the run does not stop there), and clients rely on it.
     graph_input, command = payload.get("input"), payload.get("command")
     if graph_input is not None and command is not None:
         raise Invalid("send either input or command, not both")

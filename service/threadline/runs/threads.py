@@ -298,17 +298,21 @@ class Threads:
         return state if state.created_at is not None else None
 
     async def as_dict(self, record: ThreadRecord, state: StateSnapshot | None = None) -> dict[str, Any]:
-        """The API's ``Thread``: the record plus the current values and interrupts."""
+        """The API's ``Thread``: the record plus the current values and interrupts. A thread
+        without state has ``values`` null (as langgraph-api); ``state_updated_at`` is when its
+        latest checkpoint was written (its creation before any)."""
         state = state or await self._state(record)
         return {
             "thread_id": record.thread_id,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
+            "state_updated_at": (state.created_at if state else None) or record.created_at,
             "metadata": record.metadata,
             "status": record.status,
-            "values": state.values if state else {},
+            "values": state.values if state else None,
             "interrupts": wire.interrupts_by_task(state) if state else {},
             "config": {},
+            "error": None,
         }
 
     async def state(
@@ -345,6 +349,14 @@ class Threads:
             NotFound: thread or checkpoint; Invalid: ``as_node`` is not a node of the graph.
         """
         record = await self.record(principal, thread_id)
+        if "graph_id" not in record.metadata:
+            # No run yet, so no graph to write through: guessing one (the default) would store
+            # state no graph of the thread's later runs may read. langgraph-api refuses too.
+            raise Invalid(
+                f"thread {thread_id!r} has no assigned graph ID: make a run on it first, or set "
+                "`graph_id` in its metadata",
+                status=400,
+            )
         graph = self.assistant_of(record).graph
         if as_node is not None and as_node not in graph.nodes:
             raise Invalid(
@@ -364,7 +376,13 @@ class Threads:
                 raise Invalid(f"values do not fit the graph: {exc}") from None
             state = await graph.aget_state(thread_config(thread_id))
         await self.records.update_thread(thread_id, status=thread_status_of(state))
-        return {"checkpoint": wire.checkpoint_of(written)}
+        # The SDK's type is a Config; langgraph-api also answers the checkpoint and its id.
+        checkpoint_written = wire.checkpoint_of(written)
+        return {
+            "checkpoint": checkpoint_written,
+            "configurable": dict(checkpoint_written or {}),
+            "checkpoint_id": (checkpoint_written or {}).get("checkpoint_id"),
+        }
 
     async def history(
         self,

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from threadline import access
 from threadline.api.deps import AssistantsDep, Authorize, Principal
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch
+from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch, selected
 from threadline.api.openapi import error_responses
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import NotFound
@@ -54,8 +54,10 @@ async def _searched(
 async def search(
     body: AssistantSearch, authorize: Authorize, assistants: AssistantsDep
 ) -> list[dict[str, Any]]:
-    found = await _searched(authorize, assistants, body)
-    return [assistants.as_dict(a) for a in found[body.offset : body.offset + body.limit]]
+    found = [assistants.as_dict(a) for a in await _searched(authorize, assistants, body)]
+    # Every assistant has the same times: ties keep the graphs' order (langgraph.json's).
+    found.sort(key=lambda a: a[body.sort_by], reverse=body.sort_order == "desc")
+    return selected(found[body.offset : body.offset + body.limit], body.select)
 
 
 @router.post("/count")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 StreamMode = Literal[
     "values", "updates", "messages", "messages-tuple", "custom", "debug", "events", "checkpoints", "tasks"
@@ -27,6 +27,28 @@ SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+# The fields ``select`` may name (every field of the object) on each search.
+AssistantField = Literal[
+    "assistant_id", "graph_id", "name", "description", "config", "context", "metadata", "version",
+    "created_at", "updated_at",
+]  # fmt: skip
+ThreadField = Literal[
+    "thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "status", "values",
+    "interrupts", "config", "context", "error",
+]  # fmt: skip
+RunField = Literal[
+    "run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata",
+    "multitask_strategy", "kwargs", "cancel_reason",
+]  # fmt: skip
+
+
+def selected(items: list[dict[str, Any]], select: list[str] | None) -> list[dict[str, Any]]:
+    """Only the ``select`` fields of each item (all of them without ``select``)."""
+    if not select:
+        return items
+    return [{k: item[k] for k in select if k in item} for item in items]
 
 
 class CheckpointIn(_Body):
@@ -58,6 +80,7 @@ class ThreadSearch(_Body):
     offset: int = Field(default=0, ge=0)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
+    select: list[ThreadField] | None = None
 
 
 class ThreadCount(_Body):
@@ -80,9 +103,31 @@ class StateAt(_Body):
 
 class HistoryQuery(_Body):
     limit: int = Field(default=10, ge=1, le=1000)
-    before: CheckpointIn | str | None = None
+    before: CheckpointIn | None = Field(
+        default=None, description="a checkpoint id, a checkpoint, or a config naming a checkpoint_id"
+    )
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointIn | None = None
+
+    @field_validator("before", mode="before")
+    @classmethod
+    def _before(cls, value: Any) -> Any:
+        """Every form a client sends (the JS SDK a ``Config``, the Python SDK a checkpoint or an
+        id) as a checkpoint; one that names no checkpoint is refused, never read as "from the
+        newest" (which would restart a client's paging)."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = {"checkpoint_id": value}
+        elif isinstance(value, dict) and isinstance(value.get("configurable"), dict):
+            value = value["configurable"]
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("checkpoint_id"), str)
+            or not value["checkpoint_id"]
+        ):
+            raise ValueError("a checkpoint id, a checkpoint or a config naming a checkpoint_id")
+        return value
 
 
 class AssistantSearch(_Body):
@@ -91,6 +136,9 @@ class AssistantSearch(_Body):
     name: str | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] = "created_at"
+    sort_order: Literal["asc", "desc"] = "desc"
+    select: list[AssistantField] | None = None
 
 
 class AssistantCount(_Body):
@@ -142,6 +190,14 @@ class RunCreate(_Body):
             # A ceiling applies on top (MAX_RECURSION_LIMIT); this is only its type.
             raise ValueError("config.recursion_limit must be an integer of at least 1")
         return value
+
+    @model_validator(mode="after")
+    def _command_wins(self) -> RunCreate:
+        # agent-chat-ui's Approve sends {"input": {}, "command": {"resume": …}}: an empty input
+        # beside a command is no input, as langgraph-api reads it.
+        if self.command is not None and (self.input is None or self.input == {}):
+            self.input = None
+        return self
 
     def payload(self) -> dict[str, Any]:
         """The fields the runs layer reads (plain JSON values)."""

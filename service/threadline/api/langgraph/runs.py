@@ -24,7 +24,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from threadline import metrics
 from threadline.api.deps import Authorize, CallerDep, Principal, RunId, RunsDep, RuntimeDep, ThreadId
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunsCancel
+from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunField, RunsCancel, selected
 from threadline.api.openapi import error_responses
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
@@ -219,9 +219,12 @@ async def list_runs(
     status: Annotated[
         str | None, Query(pattern="^(pending|running|error|success|timeout|interrupted)$")
     ] = None,
+    select: Annotated[list[RunField] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     await authorize("threads", "read", {"thread_id": thread_id})
-    return [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)]
+    return selected(
+        [run_dict(r) for r in await runs.list(principal, thread_id, limit, offset, status)], select
+    )
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=error_responses(400, 404))

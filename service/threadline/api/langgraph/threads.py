@@ -15,6 +15,7 @@ from threadline.api.langgraph.bodies import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
+    selected,
 )
 from threadline.api.openapi import error_responses
 
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/threads", tags=["threads"])
 
 async def _search_query(authorize: Authorize, body: ThreadSearch | ThreadCount) -> dict[str, Any]:
     """The search, once the custom auth ``threads.search`` handler saw it (and maybe narrowed it)."""
-    query = body.model_dump()
+    query = body.model_dump(exclude={"select"})
     query.update(metadata=query["metadata"] or {}, values=query["values"] or {})
     value = await authorize("threads", "search", dict(query))
     return {key: value.get(key, query[key]) for key in query}
@@ -42,7 +43,8 @@ async def create(
 async def search(
     body: ThreadSearch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> list[dict[str, Any]]:
-    return await threads.search(principal, **await _search_query(authorize, body))
+    found = await threads.search(principal, **await _search_query(authorize, body))
+    return selected(found, body.select)
 
 
 @router.post("/count")
@@ -50,7 +52,7 @@ async def count(body: ThreadCount, principal: Principal, authorize: Authorize, t
     return await threads.count(principal, **await _search_query(authorize, body))
 
 
-@router.get("/{thread_id}", responses=error_responses(400, 404))
+@router.get("/{thread_id}", responses=error_responses(404))
 async def get(
     thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -58,7 +60,7 @@ async def get(
     return await threads.get(principal, thread_id)
 
 
-@router.patch("/{thread_id}", responses=error_responses(400, 404, 429))
+@router.patch("/{thread_id}", responses=error_responses(404, 429))
 async def patch(
     thread_id: ThreadId, body: ThreadPatch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -67,7 +69,7 @@ async def patch(
     return await threads.update(principal, thread_id, value.get("metadata"))
 
 
-@router.delete("/{thread_id}", status_code=204, responses=error_responses(400, 404, 409))
+@router.delete("/{thread_id}", status_code=204, responses=error_responses(404, 409))
 async def delete(
     thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> Response:
@@ -76,7 +78,7 @@ async def delete(
     return Response(status_code=204)
 
 
-@router.post("/{thread_id}/copy", responses=error_responses(400, 404, 409, 429))
+@router.post("/{thread_id}/copy", responses=error_responses(404, 409, 429))
 async def copy(
     thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -84,7 +86,7 @@ async def copy(
     return await threads.copy(principal, thread_id)
 
 
-@router.get("/{thread_id}/state", responses=error_responses(400, 404))
+@router.get("/{thread_id}/state", responses=error_responses(404))
 async def state(
     thread_id: ThreadId,
     principal: Principal,
@@ -96,7 +98,7 @@ async def state(
     return await threads.state(principal, thread_id, subgraphs=subgraphs)
 
 
-@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409, 429))
+@router.post("/{thread_id}/state", responses=error_responses(400, 404, 409, 429))  # 400: no graph yet
 async def update_state(
     thread_id: ThreadId, body: StateUpdate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -107,7 +109,7 @@ async def update_state(
     return await threads.update_state(principal, thread_id, body.values, body.as_node, checkpoint or None)
 
 
-@router.post("/{thread_id}/state/checkpoint", responses=error_responses(400, 404))
+@router.post("/{thread_id}/state/checkpoint", responses=error_responses(404))
 async def state_at(
     thread_id: ThreadId, body: StateAt, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
@@ -115,7 +117,7 @@ async def state_at(
     return await threads.state(principal, thread_id, body.checkpoint.model_dump(), body.subgraphs)
 
 
-@router.get("/{thread_id}/state/{checkpoint_id}", responses=error_responses(400, 404))
+@router.get("/{thread_id}/state/{checkpoint_id}", responses=error_responses(404))
 async def state_at_id(
     thread_id: ThreadId,
     checkpoint_id: Annotated[str, Path(max_length=128)],
@@ -128,27 +130,22 @@ async def state_at_id(
     return await threads.state(principal, thread_id, {"checkpoint_id": checkpoint_id}, subgraphs)
 
 
-@router.post("/{thread_id}/history", responses=error_responses(400, 404))
+@router.post("/{thread_id}/history", responses=error_responses(404))
 async def history(
     thread_id: ThreadId, body: HistoryQuery, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> list[dict[str, Any]]:
     await authorize("threads", "read", {"thread_id": thread_id})
-    before = body.before
-    if isinstance(before, str):
-        before_cp: dict[str, Any] | None = {"checkpoint_id": before}
-    else:
-        before_cp = before.model_dump() if before else None
     return await threads.history(
         principal,
         thread_id,
         body.limit,
-        before_cp,
+        body.before.model_dump() if body.before else None,
         body.metadata,
         body.checkpoint.model_dump() if body.checkpoint else None,
     )
 
 
-@router.get("/{thread_id}/history", responses=error_responses(400, 404))
+@router.get("/{thread_id}/history", responses=error_responses(404))
 async def history_get(
     thread_id: ThreadId,
     principal: Principal,
