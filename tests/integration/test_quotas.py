@@ -61,8 +61,9 @@ def test_langgraph_api_threads_and_run_inputs_take_the_same_quotas(replicas):
     body = {"assistant_id": "chat", "input": {"messages": []}, "if_not_exists": "create"}
     _refused(a.post(f"/threads/{missing}/runs/wait", json=body), "QUOTA_THREADS_PER_PRINCIPAL=2")
     assert b.get(f"/threads/{missing}").status_code == 404  # refused: nothing stored
-    # Run input bytes count toward QUOTA_THREAD_BYTES=100 (its JSON).
-    hi = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "x" * 40}]}}
+    # Run input bytes count toward QUOTA_THREAD_BYTES=100 (its JSON: 63 bytes; with custom auth
+    # the example's handler stamps {"owner":"alice"}, 17 bytes, on the thread and on the run).
+    hi = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "x" * 20}]}}
     assert a.post(f"/threads/{first}/runs/wait", json=hi).status_code == 200
     _refused(b.post(f"/threads/{first}/runs/wait", json=hi), "QUOTA_THREAD_BYTES=100")
     assert a.delete(f"/threads/{first}").status_code == 204  # releases its slot

@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def planned(target: str, tmp_path: Path, *args: str) -> list[str]:
-    """The commands `make -n TARGET` would run for a fresh virtualenv."""
+    """The commands `make -n TARGET` would run for a fresh virtualenv. `--no-print-directory`:
+    under `make test` (CI) this is a sub-make, which would add "Entering directory" lines."""
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", *args],
+        ["make", "-n", "--no-print-directory", target, f"VENV={tmp_path / 'venv'}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -187,13 +187,13 @@ class Threads:
 
     async def count_bytes(self, principal: str, thread_id: str, *values: Any) -> None:
         """Count what a client makes the server store on the thread toward its
-        ``QUOTA_THREAD_BYTES``: the JSON size of each value that is not None (as ``/v1``
-        counts a message's content).
+        ``QUOTA_THREAD_BYTES``: the JSON size of each value that is not None or ``{}`` (as ``/v1``
+        counts a message's content; the routes fill an absent metadata with ``{}``).
 
         Raises:
             QuotaExceeded: nothing counted.
         """
-        n = sum(len(orjson.dumps(v)) for v in values if v is not None)
+        n = sum(len(orjson.dumps(v)) for v in values if v not in (None, {}))
         if self.quotas is not None and n:
             await self.quotas.add_message_bytes(principal, thread_id, n)
 
