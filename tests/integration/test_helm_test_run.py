@@ -66,7 +66,7 @@ def test_the_default_run_on_chat_and_the_example_run_pass(replica) -> None:
     ("args", "reason"),
     [
         # A name that is no graph is 422 naming the graphs, as langgraph-api answers it.
-        (["--run-assistant", "no-such-graph"], "answered 422: {\"detail\":\"assistant_id: neither"),
+        (["--run-assistant", "no-such-graph"], 'answered 422: {"detail":"assistant_id: neither'),
         (
             ["--run-assistant", "refunds", "--run-input", '{"request": "hi"}', "--run-expect", "nope"],
             "did not finish",
