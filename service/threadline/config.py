@@ -280,8 +280,10 @@ class ServerSettings(_Group):
     http_body_timeout_seconds: float = Field(default=10.0, gt=0)
     # Idle keep-alive connections are closed after this.
     http_keepalive_seconds: int = Field(default=5, gt=0)
-    # Concurrent SSE replies per replica; one more is answered 503.
+    # Concurrent SSE replies and run joins (runs/wait, join) per replica; one more is 503.
     max_streams: int = Field(default=200, gt=0)
+    # Of those, at most this many per principal; one more is 429 (one tenant cannot take them all).
+    max_streams_per_principal: int = Field(default=50, gt=0)
     # Browser origins allowed to call the API (CORS), comma-separated: `*` is any origin, an
     # entry ending in `:*` any port (`http://localhost:*`); empty allows none. See api/cors.py.
     cors_allow_origins: str = ""

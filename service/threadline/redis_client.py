@@ -211,12 +211,14 @@ _ASYNC = _Flavor(
 _SYNC = _Flavor(redis.Redis, redis.BlockingConnectionPool, Sentinel, RedisCluster, ClusterNode, Retry)
 
 
-def _client(flavor: _Flavor, url: str, sentinel_password: str | None) -> Any:
+def _client(
+    flavor: _Flavor, url: str, sentinel_password: str | None, max_connections: int = MAX_CONNECTIONS
+) -> Any:
     target = urls.parse_redis_url(url)
     retry = flavor.retry(_backoff(), retries=RETRIES)
     if target.mode == "standalone":
         pool = flavor.pool.from_url(
-            url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT, retry=retry, **_options()
+            url, max_connections=max_connections, timeout=POOL_TIMEOUT, retry=retry, **_options()
         )
         return flavor.redis.from_pool(pool)
     if target.mode == "sentinel":
@@ -236,13 +238,16 @@ def _client(flavor: _Flavor, url: str, sentinel_password: str | None) -> Any:
     )
 
 
-def async_client(url: str, *, sentinel_password: str | None = None) -> AsyncClient:
+def async_client(
+    url: str, *, sentinel_password: str | None = None, max_connections: int = MAX_CONNECTIONS
+) -> AsyncClient:
     """An asyncio client for ``url`` (any of the three forms) under the policy above.
 
     Connects lazily. ``sentinel_password`` (``REDIS_SENTINEL_PASSWORD``) is used only to talk
-    to the sentinels of a ``redis+sentinel://`` URL.
+    to the sentinels of a ``redis+sentinel://`` URL. ``max_connections`` sizes the pool of a
+    ``redis://`` URL (the sentinel and cluster pools are redis-py's, unbounded).
     """
-    return _client(_ASYNC, url, sentinel_password)
+    return _client(_ASYNC, url, sentinel_password, max_connections)
 
 
 def sync_client(url: str, *, sentinel_password: str | None = None) -> SyncClient:

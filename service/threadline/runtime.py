@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from contextlib import AsyncExitStack
 
 from threadline.agent import build_graph, make_model
@@ -77,18 +78,27 @@ class Runtime:
         self.threads: Threads | None = None
         self.runs: Runs | None = None
         self.draining = False
-        self.streams = 0  # SSE replies open now, at most settings.server.max_streams
+        self.streams = 0  # SSE replies and joins open now, at most settings.server.max_streams
+        self.principal_streams: Counter[str] = Counter()  # of them, per principal
 
-    def open_stream(self) -> bool:
-        """Take one of the replica's stream slots; False when all are taken."""
-        if self.streams >= self.settings.server.max_streams:
-            return False
+    def open_stream(self, principal: str) -> str | None:
+        """Take one of the replica's stream slots for ``principal``: None when taken, else the
+        setting that refuses it (``MAX_STREAMS`` or ``MAX_STREAMS_PER_PRINCIPAL``)."""
+        server = self.settings.server
+        if self.streams >= server.max_streams:
+            return "MAX_STREAMS"
+        if self.principal_streams[principal] >= server.max_streams_per_principal:
+            return "MAX_STREAMS_PER_PRINCIPAL"
         self.streams += 1
-        return True
+        self.principal_streams[principal] += 1
+        return None
 
-    def close_stream(self) -> None:
+    def close_stream(self, principal: str) -> None:
         """Give back a slot taken by :meth:`open_stream`."""
         self.streams -= 1
+        self.principal_streams[principal] -= 1
+        if self.principal_streams[principal] <= 0:
+            del self.principal_streams[principal]
 
     async def connect(self, stack: AsyncExitStack) -> None:
         """Open the stores, retrying with back-off until they answer (or the app stops)."""

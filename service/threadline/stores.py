@@ -95,7 +95,15 @@ class Stores:
                 wait_timeout_ms=settings.checkpoint.redis_wait_timeout_ms,
             )
             quotas = RedisQuotas(client, settings.quota, settings.checkpoint.redis_ttl)
-            records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl)
+            # Streams and joins block on reads of their own pool, one connection per slot at
+            # most: however many a client opens, leases, heartbeats and quotas keep theirs.
+            readers = async_client(
+                settings.checkpoint.redis_url,
+                sentinel_password=settings.checkpoint.redis_sentinel_password,
+                max_connections=settings.server.max_streams,
+            )
+            stack.push_async_callback(readers.aclose)
+            records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl, readers=readers)
             await warn_if_evicting(client)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)

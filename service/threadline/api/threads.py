@@ -13,8 +13,8 @@ from pydantic import BaseModel, StrictStr, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
-from threadline.api.errors import DOMAIN_ERRORS, ApiError, unavailable
+from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, StreamSlot, ThreadId
+from threadline.api.errors import DOMAIN_ERRORS, ApiError
 from threadline.api.openapi import error_responses
 from threadline.api.turn_stream import RunningTurn
 from threadline.checkpoint import is_store_down
@@ -112,16 +112,14 @@ async def post_message(
         result = await conversations.run_turn(thread_id, principal, message_id, body.content)
         return _turn_body(result, runtime.replica)
 
-    # Each stream holds a connection, a task and a model call for its whole length: past
-    # MAX_STREAMS per replica, 503 (another replica, or a moment later, will do).
-    if not runtime.open_stream():
-        raise unavailable("this replica streams as many replies as it may; retry")
+    # Each stream holds a connection, a task and a model call for its whole length.
+    slot = StreamSlot(runtime, principal)
     # Take the lease (and check ownership and idempotency) before answering, so a busy thread
     # or a missing one is an HTTP status, not an event inside a 200 stream.
     turn = RunningTurn(conversations.stream_turn(thread_id, principal, message_id, body.content))
     # Tied to the turn's task, which always ends (done, failed or cancelled), even when the
     # response never starts iterating _events.
-    turn.add_done_callback(runtime.close_stream)
+    turn.add_done_callback(slot.release)
     try:
         first = await turn.next()
     except BaseException:

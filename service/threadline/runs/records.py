@@ -39,6 +39,9 @@ ACTIVE_RUN_STATUSES = ("pending", "running")
 
 # Internal last event of every run: never sent to clients; its data is the run's result.
 END_EVENT = "__end__"
+# Events per read_events: a reader's memory is bounded by this many events (each at most the
+# size of one streamed value), not by how many the run left (issue 18).
+EVENTS_PAGE = 64
 
 
 def now_iso() -> str:
@@ -232,7 +235,8 @@ class RecordStore(Protocol):
     async def read_events(
         self, thread_id: str, run_id: str, after: str | None, wait_seconds: float
     ) -> list[RunEvent]:
-        """Events after id ``after`` (all when None), waiting up to ``wait_seconds`` for one."""
+        """Events after id ``after`` (from the first when None), at most :data:`EVENTS_PAGE`,
+        waiting up to ``wait_seconds`` for one."""
         ...
 
     async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
@@ -450,7 +454,7 @@ class LocalRecordStore:
                         condition.wait_for(lambda: len(self._events.get(run_id, [])) > start), wait_seconds
                     )
             events = self._events.get(run_id, [])
-        return events[start:]
+        return events[start : start + EVENTS_PAGE]
 
     async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
         return True

@@ -40,6 +40,7 @@ from threadline.redis_keys import (
 )
 from threadline.runs.records import (
     END_EVENT,
+    EVENTS_PAGE,
     CancelRequested,
     QueueFull,
     RunEvent,
@@ -228,8 +229,13 @@ class RedisRecordStore:
     return redis.call('HINCRBY', KEYS[2], 'attempt', 1) + 1
     """
 
-    def __init__(self, client: aioredis.Redis, *, ttl_seconds: int) -> None:
+    def __init__(
+        self, client: aioredis.Redis, *, ttl_seconds: int, readers: aioredis.Redis | None = None
+    ) -> None:
         self._client = client
+        # Blocking reads (a stream's or a join's wait) go here, apart from the client of
+        # leases and heartbeats (issue 18: 100 streams starved them into takeovers).
+        self._readers = readers if readers is not None else client
         self._ttl = ttl_seconds
         # On one Redis (or Sentinel) the global active-run index goes in the run scripts; on a
         # Cluster it lives in another slot, so it costs a command of its own.
@@ -493,7 +499,8 @@ class RedisRecordStore:
     ) -> list[RunEvent]:
         key = run_events_key(thread_id, run_id)
         block = int(min(wait_seconds, MAX_BLOCK_SECONDS) * 1000)
-        answer = await self._client.xread({key: after or "0-0"}, block=block or None)
+        client = self._readers if block else self._client
+        answer = await client.xread({key: after or "0-0"}, count=EVENTS_PAGE, block=block or None)
         if not answer:
             return []
         _, entries = answer[0]
@@ -503,9 +510,8 @@ class RedisRecordStore:
         # One blocking read on a stream that gets one entry, at the end: a joiner costs one
         # command per run instead of one per event (and never transfers the events).
         block = int(min(wait_seconds, MAX_BLOCK_SECONDS) * 1000)
-        answer = await self._client.xread(
-            {run_end_key(thread_id, run_id): "0-0"}, count=1, block=block or None
-        )
+        client = self._readers if block else self._client
+        answer = await client.xread({run_end_key(thread_id, run_id): "0-0"}, count=1, block=block or None)
         return answer[0][1][0][1][b"d"] if answer else None
 
     # -- liveness --

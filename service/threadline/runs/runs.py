@@ -811,8 +811,16 @@ class Runs:
             renew_at = await self._watch(thread_id, run_id, renew_at)
             events = await self.records.read_events(thread_id, run_id, after, 4.0)
             if not events:
-                if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
+                run = await self.records.get_run(thread_id, run_id)
+                if run is None:  # its thread was deleted
                     return
+                if run.status not in ACTIVE_RUN_STATUSES:
+                    # Ended, and its last events (all written before its status) are read, or
+                    # ``after`` is past its end: nothing more will come (issue 18: such
+                    # streams blocked on one read after another, forever).
+                    if not await self.records.read_events(thread_id, run_id, after, 0):
+                        return
+                    continue
                 await self._adopt_if_orphan(thread_id, run_id)
             for event in events:
                 if event.event == END_EVENT:

@@ -14,7 +14,8 @@
   ``Last-Event-ID``, whose value is the SSE id, the same ``seq`` — on any replica.
 
 Auth as every route; another principal's thread is 404. Each stream takes one of the replica's
-``MAX_STREAMS`` slots (503 + Retry-After when none is free).
+``MAX_STREAMS`` slots (503 + Retry-After when none is free; 429 past the principal's
+``MAX_STREAMS_PER_PRINCIPAL``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.api.deps import Principal, RunsDep, RuntimeDep, ThreadId, ThreadsDep
-from threadline.api.errors import ApiError, unavailable
+from threadline.api.deps import Principal, RunsDep, RuntimeDep, StreamSlot, ThreadId, ThreadsDep
+from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE
 from threadline.api.openapi import error_responses
 from threadline.checkpoint import is_store_down
@@ -225,8 +226,7 @@ async def _events(
     depth = depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else None
     since = _since(filters.get("since"), last_event_id)
     await threads.record(principal, thread_id)  # 404 for another principal's thread
-    if not runtime.open_stream():
-        raise unavailable("this replica streams as many replies as it may; retry")
+    slot = StreamSlot(runtime, principal)
     stream = ThreadProtocolStream()
 
     async def body():
@@ -245,16 +245,8 @@ async def _events(
             log.warning("protocol stream cut by a store error", extra={"error": type(exc).__name__})
         finally:
             metrics.ACTIVE_STREAMS.dec()
-            runtime.close_stream()
 
-    server = runtime.settings.server
-    return EventSourceResponse(
-        body(),
-        ping=server.sse_keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
-        shutdown_grace_period=server.drain_seconds,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return slot.sse(body(), {})
 
 
 @router.post(

@@ -20,9 +20,19 @@ import orjson
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 
 from threadline import metrics
-from threadline.api.deps import Authorize, CallerDep, Principal, RunId, RunsDep, RuntimeDep, ThreadId
+from threadline.api.deps import (
+    Authorize,
+    CallerDep,
+    Principal,
+    RunId,
+    RunsDep,
+    RuntimeDep,
+    StreamSlot,
+    ThreadId,
+)
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunField, RunsCancel, selected
 from threadline.api.openapi import error_responses
@@ -51,17 +61,6 @@ def _where(run: RunRecord, tail: str | None = None) -> dict[str, str]:
 async def _cancel_quietly(runs: Runs, principal: str, run: RunRecord) -> None:
     with contextlib.suppress(Exception):
         await runs.cancel(principal, run.thread_id, run.run_id)
-
-
-def _sse(runtime, body: AsyncIterator[ServerSentEvent], headers: dict[str, str]) -> EventSourceResponse:
-    server = runtime.settings.server
-    return EventSourceResponse(
-        body,
-        ping=server.sse_keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
-        shutdown_grace_period=server.drain_seconds,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
-    )
 
 
 def _store_error(exc: Exception) -> ServerSentEvent:
@@ -118,22 +117,31 @@ async def _result_body(
                 await asyncio.shield(_cancel_quietly(runs, principal, run))
 
 
-async def _wait_response(runs: Runs, principal: str, run: RunRecord, cancel_on_disconnect: bool) -> Response:
-    """The run's result. A run that ends before the first keep-alive is due (most do) is
-    answered as one plain response: a streamed one costs a task group and a disconnect
-    listener per request, ~0.5 ms of CPU per run in ``make bench-api``. Not when the run is
-    to be cancelled on disconnect: only a streamed response notices the client leaving."""
-    if not cancel_on_disconnect:
-        join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
-        done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
-        if done:
-            return Response(join.result(), media_type="application/json", headers=_where(run, "join"))
-        join.cancel()
-    return StreamingResponse(
-        _result_body(runs, principal, run, cancel_on_disconnect),
-        media_type="application/json",
-        headers=_where(run, "join"),
-    )
+async def _wait_response(
+    runs: Runs, slot: StreamSlot, principal: str, run: RunRecord, cancel_on_disconnect: bool
+) -> Response:
+    """The run's result, holding ``slot`` while it waits. A run that ends before the first
+    keep-alive is due (most do) is answered as one plain response: a streamed one costs a task
+    group and a disconnect listener per request, ~0.5 ms of CPU per run in ``make bench-api``.
+    Not when the run is to be cancelled on disconnect: only a streamed response notices the
+    client leaving."""
+    with slot.released_on_error():
+        if not cancel_on_disconnect:
+            join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
+            try:
+                done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
+            finally:
+                if not join.done():
+                    join.cancel()
+            if done:
+                slot.release()
+                return Response(join.result(), media_type="application/json", headers=_where(run, "join"))
+        return StreamingResponse(
+            slot.holding(_result_body(runs, principal, run, cancel_on_disconnect)),
+            background=BackgroundTask(slot.release),
+            media_type="application/json",
+            headers=_where(run, "join"),
+        )
 
 
 async def _create(
@@ -188,11 +196,12 @@ async def stream(
     caller: CallerDep,
     authorize: Authorize,
 ) -> EventSourceResponse:
-    run = await _create(runs, caller, authorize, thread_id, body)
-    events = _stream_events(
-        runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
-    )
-    return _sse(runtime, events, _where(run, "stream"))
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, thread_id, body)
+        events = _stream_events(
+            runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+        )
+        return slot.sse(events, _where(run, "stream"))
 
 
 @router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
@@ -201,11 +210,13 @@ async def wait(
     body: RunCreate,
     principal: Principal,
     runs: RunsDep,
+    runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> Response:
-    run = await _create(runs, caller, authorize, thread_id, body)
-    return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, thread_id, body)
+        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
 
 
 @router.get("/threads/{thread_id}/runs", responses=error_responses(400, 404))
@@ -254,11 +265,12 @@ async def join(
     principal: Principal,
     authorize: Authorize,
     runs: RunsDep,
+    runtime: RuntimeDep,
     cancel_on_disconnect: bool = False,
 ) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     run = await runs.get(principal, thread_id, run_id)
-    return await _wait_response(runs, principal, run, cancel_on_disconnect)
+    return await _wait_response(runs, StreamSlot(runtime, principal), principal, run, cancel_on_disconnect)
 
 
 @router.get(
@@ -292,7 +304,7 @@ async def join_stream(
         modes=modes,
         cancel_on_disconnect=cancel_on_disconnect,
     )
-    return _sse(runtime, events, _where(run, "stream"))
+    return StreamSlot(runtime, principal).sse(events, _where(run, "stream"))
 
 
 @router.get("/threads/{thread_id}/stream", responses={**SSE_RESPONSE, **error_responses(400, 404)})
@@ -320,7 +332,7 @@ async def join_thread_stream(
             raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this thread stream")
         after = (run_id, event_id)
     events = await runs.thread_events(principal, thread_id, after)
-    return _sse(runtime, _thread_sse(events), {})
+    return StreamSlot(runtime, principal).sse(_thread_sse(events), {})
 
 
 def _is_uuid(value: str) -> bool:
@@ -351,6 +363,7 @@ async def cancel(
     principal: Principal,
     authorize: Authorize,
     runs: RunsDep,
+    runtime: RuntimeDep,
     wait: bool = False,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
@@ -358,7 +371,7 @@ async def cancel(
     run = await runs.cancel(principal, thread_id, run_id, action)
     if not wait:
         return Response(status_code=202)
-    return await _wait_response(runs, principal, run, False)
+    return await _wait_response(runs, StreamSlot(runtime, principal), principal, run, False)
 
 
 # -- stateless --
@@ -381,19 +394,26 @@ async def stream_stateless(
     caller: CallerDep,
     authorize: Authorize,
 ) -> EventSourceResponse:
-    run = await _create(runs, caller, authorize, None, body)
-    events = _stream_events(
-        runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
-    )
-    return _sse(runtime, events, _where(run, "stream"))
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, None, body)
+        events = _stream_events(
+            runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
+        )
+        return slot.sse(events, _where(run, "stream"))
 
 
 @router.post("/runs/wait", responses=error_responses(404, 409, 429))
 async def wait_stateless(
-    body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
+    body: RunCreate,
+    principal: Principal,
+    runs: RunsDep,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    authorize: Authorize,
 ) -> Response:
-    run = await _create(runs, caller, authorize, None, body)
-    return await _wait_response(runs, principal, run, body.on_disconnect == "cancel")
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, None, body)
+        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
 
 
 @router.post("/runs/cancel", status_code=204, responses=error_responses(404))
