@@ -164,8 +164,8 @@ class RecordStore(Protocol):
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None: ...
 
-    async def runs_of(self, thread_id: str) -> list[RunRecord]:
-        """The thread's runs, newest first."""
+    async def runs_of(self, thread_id: str, start: int = 0, count: int | None = None) -> list[RunRecord]:
+        """The thread's runs, newest first: ``count`` of them (all when None) from ``start``."""
         ...
 
     async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
@@ -372,8 +372,9 @@ class LocalRecordStore:
         run = self._runs.get(thread_id, {}).get(run_id)
         return replace(run) if run else None
 
-    async def runs_of(self, thread_id: str) -> list[RunRecord]:
-        return [replace(r) for r in reversed(self._runs.get(thread_id, {}).values())]
+    async def runs_of(self, thread_id: str, start: int = 0, count: int | None = None) -> list[RunRecord]:
+        newest_first = list(reversed(self._runs.get(thread_id, {}).values()))
+        return [replace(r) for r in newest_first[start : None if count is None else start + count]]
 
     async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:
         after = datetime.fromisoformat(created_after)

@@ -378,8 +378,9 @@ class RedisRecordStore:
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         return _run(await self._client.hgetall(run_key(thread_id, run_id)))
 
-    async def runs_of(self, thread_id: str) -> list[RunRecord]:
-        ids = await self._client.zrevrange(runs_index_key(thread_id), 0, -1)
+    async def runs_of(self, thread_id: str, start: int = 0, count: int | None = None) -> list[RunRecord]:
+        end = -1 if count is None else start + count - 1
+        ids = await self._client.zrevrange(runs_index_key(thread_id), start, end)
         return await self._runs_by_id(thread_id, ids)
 
     async def runs_since(self, thread_id: str, created_after: str) -> list[RunRecord]:

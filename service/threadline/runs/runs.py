@@ -62,6 +62,9 @@ from threadline.runs.records import (
 )
 from threadline.runs.threads import OWNER_KEY, Threads, thread_config
 
+# Run records read per round trip when a run listing filters by status.
+RUNS_PAGE = 100
+
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
@@ -767,8 +770,23 @@ class Runs:
         self, principal: str, thread_id: str, limit: int = 10, offset: int = 0, status: str | None = None
     ) -> list[RunRecord]:
         await self.threads.record(principal, thread_id)
-        runs = [r for r in await self.records.runs_of(thread_id) if status in (None, shown_status(r))]
-        return runs[offset : offset + limit]
+        if status is None:  # one read of exactly the page (issue 18: limit=1 read all 200 runs)
+            return await self.records.runs_of(thread_id, offset, limit)
+        found: list[RunRecord] = []
+        start, skip = 0, offset
+        while len(found) < limit:  # a page of records at a time, however many runs
+            page = await self.records.runs_of(thread_id, start, RUNS_PAGE)
+            for run in page:
+                if shown_status(run) != status:
+                    continue
+                if skip:
+                    skip -= 1
+                else:
+                    found.append(run)
+            if len(page) < RUNS_PAGE:
+                break
+            start += RUNS_PAGE
+        return found[:limit]
 
     async def join(self, principal: str, thread_id: str, run_id: str, check: bool = True) -> bytes:
         """Wait for the run to end; its result (final values, ``__interrupt__``, ``__error__``).

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.responses import StreamingResponse
 
 from threadline.api.deps import Authorize, Principal, ThreadId, ThreadsDep
 from threadline.api.langgraph.bodies import (
@@ -15,11 +17,32 @@ from threadline.api.langgraph.bodies import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
-    selected,
 )
 from threadline.api.openapi import error_responses
+from threadline.runs import wire
 
 router = APIRouter(prefix="/threads", tags=["threads"])
+
+
+async def _json_array(items: AsyncIterator[dict[str, Any]], select: list[str] | None = None) -> Response:
+    """``items`` as one JSON array, encoded and sent one item at a time, so a request holds one
+    thread's state at once however long its page (``limit`` up to 1000). The first item is read
+    before the status is sent: a store that fails at once is a 503, not a cut 200."""
+    first = await anext(items, None)
+
+    def encoded(item: dict[str, Any]) -> bytes:
+        return wire.dumps({k: item[k] for k in select if k in item} if select else item)
+
+    async def body() -> AsyncIterator[bytes]:
+        if first is None:
+            yield b"[]"
+            return
+        yield b"[" + encoded(first)
+        async for item in items:
+            yield b"," + encoded(item)
+        yield b"]"
+
+    return StreamingResponse(body(), media_type="application/json")
 
 
 async def _search_query(authorize: Authorize, body: ThreadSearch | ThreadCount) -> dict[str, Any]:
@@ -39,12 +62,12 @@ async def create(
     return await threads.create(principal, body.thread_id, value.get("metadata"), body.if_exists)
 
 
-@router.post("/search")
+@router.post("/search", response_model=list[dict[str, Any]])
 async def search(
     body: ThreadSearch, principal: Principal, authorize: Authorize, threads: ThreadsDep
-) -> list[dict[str, Any]]:
+) -> Response:
     found = await threads.search(principal, **await _search_query(authorize, body))
-    return selected(found, body.select)
+    return await _json_array(found, body.select)
 
 
 @router.post("/count")
@@ -130,12 +153,12 @@ async def state_at_id(
     return await threads.state(principal, thread_id, {"checkpoint_id": checkpoint_id}, subgraphs)
 
 
-@router.post("/{thread_id}/history", responses=error_responses(404))
+@router.post("/{thread_id}/history", response_model=list[dict[str, Any]], responses=error_responses(404))
 async def history(
     thread_id: ThreadId, body: HistoryQuery, principal: Principal, authorize: Authorize, threads: ThreadsDep
-) -> list[dict[str, Any]]:
+) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id})
-    return await threads.history(
+    states = await threads.history(
         principal,
         thread_id,
         body.limit,
@@ -143,9 +166,10 @@ async def history(
         body.metadata,
         body.checkpoint.model_dump() if body.checkpoint else None,
     )
+    return await _json_array(states)
 
 
-@router.get("/{thread_id}/history", responses=error_responses(404))
+@router.get("/{thread_id}/history", response_model=list[dict[str, Any]], responses=error_responses(404))
 async def history_get(
     thread_id: ThreadId,
     principal: Principal,
@@ -153,6 +177,7 @@ async def history_get(
     threads: ThreadsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
-) -> list[dict[str, Any]]:
+) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id})
-    return await threads.history(principal, thread_id, limit, {"checkpoint_id": before} if before else None)
+    states = await threads.history(principal, thread_id, limit, {"checkpoint_id": before} if before else None)
+    return await _json_array(states)
