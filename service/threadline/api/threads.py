@@ -13,9 +13,10 @@ from pydantic import BaseModel, StrictStr, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, StreamSlot, ThreadId
+from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
 from threadline.api.errors import DOMAIN_ERRORS, ApiError
 from threadline.api.openapi import error_responses
+from threadline.api.streams import StreamSlot
 from threadline.api.turn_stream import RunningTurn
 from threadline.checkpoint import is_store_down
 from threadline.turns import TurnResult, check_message_id

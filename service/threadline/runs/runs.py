@@ -832,14 +832,15 @@ class Runs:
                 run = await self.records.get_run(thread_id, run_id)
                 if run is None:  # its thread was deleted
                     return
-                if run.status not in ACTIVE_RUN_STATUSES:
-                    # Ended, and its last events (all written before its status) are read, or
-                    # ``after`` is past its end: nothing more will come (issue 18: such
+                if run.status in ACTIVE_RUN_STATUSES:
+                    await self._adopt_if_orphan(thread_id, run_id)
+                else:
+                    # Ended: its events were all written before its status, so one more look
+                    # finds what is left; none when ``after`` is past its end (issue 18: such
                     # streams blocked on one read after another, forever).
-                    if not await self.records.read_events(thread_id, run_id, after, 0):
+                    events = await self.records.read_events(thread_id, run_id, after, 0)
+                    if not events:
                         return
-                    continue
-                await self._adopt_if_orphan(thread_id, run_id)
             for event in events:
                 if event.event == END_EVENT:
                     return

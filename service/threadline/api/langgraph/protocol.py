@@ -29,10 +29,11 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
-from threadline.api.deps import Principal, RunsDep, RuntimeDep, StreamSlot, ThreadId, ThreadsDep
+from threadline.api.deps import Principal, RunsDep, RuntimeDep, ThreadId, ThreadsDep
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE
 from threadline.api.openapi import error_responses
+from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.protocol import (

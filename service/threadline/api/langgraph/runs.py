@@ -30,16 +30,17 @@ from threadline.api.deps import (
     RunId,
     RunsDep,
     RuntimeDep,
-    StreamSlot,
     ThreadId,
 )
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunField, RunsCancel, selected
 from threadline.api.openapi import error_responses
+from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
 from threadline.runs.records import RunEvent, RunRecord, event_id_valid
 from threadline.runs.runs import AUTH_KWARG, STREAM_MODES, Runs, run_dict
+from threadline.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,28 @@ async def _create(
     return await runs.create(caller.identity, thread_id, payload)
 
 
+async def _stream_reply(
+    runs: Runs, runtime: Runtime, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
+) -> EventSourceResponse:
+    """A new run's events as SSE, its stream slot taken before the run is created."""
+    principal = caller.identity
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, thread_id, body)
+        cancel = body.on_disconnect == "cancel"
+        events = _stream_events(runs, principal, run, after=None, modes=None, cancel_on_disconnect=cancel)
+        return slot.sse(events, _where(run, "stream"))
+
+
+async def _wait_reply(
+    runs: Runs, runtime: Runtime, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
+) -> Response:
+    """A new run's result, its stream slot taken before the run is created."""
+    principal = caller.identity
+    with StreamSlot(runtime, principal).released_on_error() as slot:
+        run = await _create(runs, caller, authorize, thread_id, body)
+        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
+
+
 # -- on a thread --
 
 
@@ -175,7 +198,6 @@ async def _create(
 async def create(
     thread_id: ThreadId,
     body: RunCreate,
-    principal: Principal,
     runs: RunsDep,
     caller: CallerDep,
     authorize: Authorize,
@@ -190,33 +212,24 @@ async def create(
 async def stream(
     thread_id: ThreadId,
     body: RunCreate,
-    principal: Principal,
     runs: RunsDep,
     runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> EventSourceResponse:
-    with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, thread_id, body)
-        events = _stream_events(
-            runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
-        )
-        return slot.sse(events, _where(run, "stream"))
+    return await _stream_reply(runs, runtime, caller, authorize, thread_id, body)
 
 
 @router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
 async def wait(
     thread_id: ThreadId,
     body: RunCreate,
-    principal: Principal,
     runs: RunsDep,
     runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> Response:
-    with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, thread_id, body)
-        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
+    return await _wait_reply(runs, runtime, caller, authorize, thread_id, body)
 
 
 @router.get("/threads/{thread_id}/runs", responses=error_responses(400, 404))
@@ -379,7 +392,7 @@ async def cancel(
 
 @router.post("/runs", responses=error_responses(404, 409, 429))
 async def create_stateless(
-    body: RunCreate, principal: Principal, runs: RunsDep, caller: CallerDep, authorize: Authorize
+    body: RunCreate, runs: RunsDep, caller: CallerDep, authorize: Authorize
 ) -> Response:
     run = await _create(runs, caller, authorize, None, body)
     return _json(run_dict(run), _where(run))
@@ -388,32 +401,23 @@ async def create_stateless(
 @router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
 async def stream_stateless(
     body: RunCreate,
-    principal: Principal,
     runs: RunsDep,
     runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> EventSourceResponse:
-    with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, None, body)
-        events = _stream_events(
-            runs, principal, run, after=None, modes=None, cancel_on_disconnect=body.on_disconnect == "cancel"
-        )
-        return slot.sse(events, _where(run, "stream"))
+    return await _stream_reply(runs, runtime, caller, authorize, None, body)
 
 
 @router.post("/runs/wait", responses=error_responses(404, 409, 429))
 async def wait_stateless(
     body: RunCreate,
-    principal: Principal,
     runs: RunsDep,
     runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> Response:
-    with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, None, body)
-        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
+    return await _wait_reply(runs, runtime, caller, authorize, None, body)
 
 
 @router.post("/runs/cancel", status_code=204, responses=error_responses(404))
