@@ -11,7 +11,14 @@ replica (a real process, ``python -m threadline serve``) over a real Redis on lo
 4. issue 18's quotas and edges (:func:`quotas_and_edges`): JSON edges (before: 8 of 11 answered
    500), a copy chain in a 1 MiB quota (before: 2.86 MB), runs queued on one thread (before: 2000
    of 2000), the Redis commands of one rollback among 1000 other threads (before: a SCAN and 1008
-   hashes read), a full Redis (before: 500 everywhere, login included).
+   hashes read), a full Redis (before: 500 everywhere, login included);
+5. issue 18's bounded LangGraph API reads (:func:`api_reads`): peak RSS of three concurrent
+   ``history`` ``limit=1000`` of a thread at its 1 MiB quota (before: +334 MB) and of one
+   ``threads/search`` ``limit=1000`` over 40 such threads (before: +228 MB), and how long a
+   stream of a finished run past its end stays open (before: forever);
+6. issue 18's run records (:func:`chat_storage`): what a 300-turn chat driven through
+   ``runs.wait`` holds in Redis, by kind of key, beside the README's sizing of the same
+   conversation (before: 148 MB, 38 MB of it for 7 days).
 
     .venv/bin/python scripts/bench_abuse.py
 
@@ -32,7 +39,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from client import API_KEY
-from servers import RedisServer, ServiceProcess, redis_env
+from servers import RedisServer, ServiceProcess, redis_env, thread_memory
 
 MB = 2**20
 
@@ -195,6 +202,82 @@ def quotas_and_edges(redis: RedisServer) -> None:
         replica.kill()
 
 
+def api_reads(redis: RedisServer) -> None:
+    """Bullet 2: history and search of full threads through a real replica's RSS, and a
+    stream past a finished run's end."""
+    replica = ServiceProcess(redis_env(redis, QUOTA_THREAD_BYTES=str(MB)), name="bench-reads").start()
+    try:
+        http = httpx.Client(base_url=replica.url, headers={"x-api-key": API_KEY}, timeout=300)
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        for i in range(30):  # 30 x 30 KiB: the thread at its 1 MiB quota
+            content = chr(ord("a") + i % 26) * 30 * 1024
+            body = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": content}]}}
+            http.post(f"/threads/{thread}/runs/wait", json=body).raise_for_status()
+        pid = replica.proc.pid
+
+        def peak(work) -> float:
+            before = rss(pid)
+            reset_peak(pid)
+            work()
+            return (rss(pid, "VmHWM") - before) / MB
+
+        def histories() -> None:
+            readers = [
+                threading.Thread(
+                    target=http.post, args=(f"/threads/{thread}/history",), kwargs={"json": {"limit": 1000}}
+                )
+                for _ in range(3)
+            ]
+            for reader in readers:
+                reader.start()
+            for reader in readers:
+                reader.join()
+
+        print(f"3 x history limit=1000 of a thread at its 1 MiB quota: peak RSS +{peak(histories):.1f} MB")
+        for _ in range(40):
+            http.post(f"/threads/{thread}/copy").raise_for_status()
+        searched = peak(lambda: http.post("/threads/search", json={"limit": 1000}).raise_for_status())
+        print(f"threads/search limit=1000 over 40 full threads: peak RSS +{searched:.1f} MB")
+        run_id = http.get(f"/threads/{thread}/runs", params={"limit": 1}).json()[0]["run_id"]
+        started = time.monotonic()
+        http.get(f"/threads/{thread}/runs/{run_id}/stream", headers={"Last-Event-ID": "99999999999999-0"})
+        print(f"a stream of a finished run past its end: closed after {time.monotonic() - started:.2f} s")
+    finally:
+        replica.kill()
+
+
+# The conversation of the README's Redis sizing (scripts/bench_checkpointers.py): a
+# 240-character question, the built-in model's answer; 3.7 KB a turn plus its message text.
+QUESTION = "Tell me more about this, in some detail please. " * 5
+SIZING_PER_TURN = 3.7 * 1000
+
+
+def chat_storage(redis: RedisServer, turns: int = 300) -> None:
+    """Bullet 4: the Redis memory of a ``turns``-turn chat through ``runs.wait``
+    (``MEMORY USAGE`` of the thread's keys, by kind) beside the README's sizing."""
+    import redis as redis_py
+
+    replica = ServiceProcess(redis_env(redis, QUOTA_THREAD_BYTES="0"), name="bench-chat").start()
+    try:
+        http = httpx.Client(base_url=replica.url, headers={"x-api-key": API_KEY}, timeout=60)
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": QUESTION}]}}
+        for _ in range(turns):
+            answer = http.post(f"/threads/{thread}/runs/wait", json=body)
+            assert answer.status_code == 200, answer.text
+        text = sum(len(m["content"]) for m in answer.json()["messages"])
+        held = thread_memory(redis_py.Redis.from_url(redis.url(1)), thread)
+        total = sum(held.values())
+        sizing = turns * SIZING_PER_TURN + text
+        kinds = ", ".join(f"{kind} {size / MB:.2f}" for kind, size in sorted(held.items()))
+        print(
+            f"{turns}-turn chat through runs.wait: Redis holds {total / MB:.2f} MB ({kinds}); "
+            f"README sizing {sizing / MB:.2f} MB: x{total / sizing:.2f}"
+        )
+    finally:
+        replica.kill()
+
+
 def main() -> int:
     redis = RedisServer().start()
     started: list[ServiceProcess] = []
@@ -214,6 +297,8 @@ def main() -> int:
             f"({100 * ok / sent_valid:.0f} %); attacker got {attacker}"
         )
         quotas_and_edges(redis)
+        api_reads(redis)
+        chat_storage(redis)
     finally:
         for proc in started:
             proc.kill()

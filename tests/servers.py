@@ -548,6 +548,23 @@ def redis_stack_binaries() -> tuple[str, tuple[str, ...]]:
     return str(server), tuple(str(m) for m in modules)
 
 
+def thread_memory(client, thread_id: str) -> dict[str, int]:
+    """``MEMORY USAGE`` of every Redis key of one thread (``client``: a redis-py client on its
+    db), summed by kind: ``events`` and ``results`` of its runs, ``runs`` (their records and
+    index), ``checkpoints`` (the rest: checkpoints, the thread's record)."""
+    kinds: dict[str, int] = {}
+    for key in client.scan_iter(match=f"tl:{{{thread_id}}}:*", count=1000):
+        name = key.decode()
+        kind = (
+            "events" if name.endswith(":ev")
+            else "results" if name.endswith(":end")
+            else "runs" if ":run" in name
+            else "checkpoints"
+        )  # fmt: skip
+        kinds[kind] = kinds.get(kind, 0) + (client.memory_usage(key, samples=0) or 0)
+    return kinds
+
+
 def redis_env(redis: RedisServer, **extra: str) -> dict[str, str]:
     """A replica on ``redis``: checkpoints and leases in db 1, sessions in db 0."""
     return {

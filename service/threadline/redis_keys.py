@@ -91,8 +91,15 @@ def run_events_key(thread_id: str, run_id: str) -> str:
 
 
 def run_end_key(thread_id: str, run_id: str) -> str:
-    """The stream that gets run ``run_id``'s result as its one entry when the run ends."""
+    """The stream that gets run ``run_id``'s result as its one entry when the run ends, if a
+    client on another replica joins it then (:func:`run_join_key`)."""
     return f"{run_key(thread_id, run_id)}:end"
+
+
+def run_join_key(thread_id: str, run_id: str) -> str:
+    """Present (with a short TTL, renewed) while a client on a replica that does not execute
+    run ``run_id`` waits for its result."""
+    return f"{run_key(thread_id, run_id)}:j"
 
 
 def run_cancel_key(thread_id: str, run_id: str) -> str:
@@ -104,6 +111,12 @@ def run_watch_key(thread_id: str, run_id: str) -> str:
     """Present (with a short TTL, renewed) while a client streams run ``run_id``'s events from
     a replica that does not execute it."""
     return f"{run_key(thread_id, run_id)}:w"
+
+
+def thread_watch_key(thread_id: str) -> str:
+    """Present (with a short TTL, renewed) while a client follows ``thread_id``'s runs
+    (``threads.join_stream``): every run that ends meanwhile keeps its events."""
+    return f"{thread_tag(thread_id)}:watch"
 
 
 def run_heartbeat_key(thread_id: str, run_id: str) -> str:

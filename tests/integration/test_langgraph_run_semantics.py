@@ -66,11 +66,17 @@ async def _until_done(client, tid: str, n: int) -> None:
 
 
 async def _events(client, tid: str, run_id: str) -> list[str]:
-    return [p.event async for p in client.runs.join_stream(tid, run_id, last_event_id="-1")]
+    """The events of a resumable run, replayed from its first (its ``metadata``) once it ended."""
+    events = [p.event async for p in client.runs.join_stream(tid, run_id, last_event_id="-1")]
+    assert events[:1] == ["metadata"], events
+    return events
 
 
 async def _long_run(client, tid: str, tag: str = "") -> str:
-    run = await client.runs.create(tid, "steps", input={"steps": 40, "delay": 0.2, "tag": tag})
+    # Resumable: _events replays it once it ended (langgraph-api keeps only such runs' events).
+    run = await client.runs.create(
+        tid, "steps", input={"steps": 40, "delay": 0.2, "tag": tag}, stream_resumable=True
+    )
     await _until_done(client, tid, 2)
     return run["run_id"]
 
@@ -131,7 +137,9 @@ async def test_rollback_by_cancel_and_by_strategy_deletes_what_the_run_wrote(cli
     tid = (await a.threads.create())["thread_id"]
     kept = await a.runs.wait(tid, "steps", input={"steps": 1, "tag": "k"})
     assert kept["done"] == ["k1"]
-    doomed = await a.runs.create(tid, "steps", input={"steps": 40, "delay": 0.2, "tag": "x"})
+    doomed = await a.runs.create(
+        tid, "steps", input={"steps": 40, "delay": 0.2, "tag": "x"}, stream_resumable=True
+    )
     await _until_done(b, tid, 3)
     rolled = await b.runs.cancel(tid, doomed["run_id"], wait=True, action="rollback")
     assert rolled["done"] == ["k1"]  # the thread as before the run

@@ -78,7 +78,7 @@ async def test_threads_are_created_once_updated_listed_per_owner_and_deleted(sto
     assert await store.read_events(mine.thread_id, run.run_id, None, 0) == []
 
 
-async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_with_their_result(
+async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_keeping_what_is_asked_for(
     store: RecordStore,
 ) -> None:
     t = thread()
@@ -101,17 +101,28 @@ async def test_runs_queue_in_order_reject_a_busy_thread_and_finish_with_their_re
     assert [e.data for e in await store.read_events(t.thread_id, first.run_id, one, 0)] == [b'{"a":2}']
     assert await store.result(t.thread_id, first.run_id, 0.05) is None
 
-    await store.finish_run(t.thread_id, first.run_id, "success", "interrupted", b'{"done":1}')
-    assert (await store.get_run(t.thread_id, first.run_id)).status == "success"
-    assert await store.result(t.thread_id, first.run_id, 1) == b'{"done":1}'
+    await store.watch_result(t.thread_id, first.run_id, 5)
+    await store.finish_run(
+        t.thread_id, first.run_id, "success", "interrupted", b'{"done":1}', keep_events=True
+    )
+    ended = await store.get_run(t.thread_id, first.run_id)
+    assert (ended.status, ended.result) == ("success", None)
+    # Left for the joiner on another replica; in one process the executor hands it over.
+    assert await store.result(t.thread_id, first.run_id, 1) == (b'{"done":1}' if store.shared else None)
     events = await store.read_events(t.thread_id, first.run_id, two, 0)
-    assert [(e.event, e.data) for e in events] == [(END_EVENT, b'{"done":1}')]
+    assert [e.event for e in events] == [END_EVENT]  # kept, after the run's own
     # Another run is queued: the thread stays busy until the last one ends.
     assert (await store.get_thread(t.thread_id)).status == "busy"
     assert await store.first_active_run(t.thread_id) == second.run_id
-    await store.finish_run(t.thread_id, second.run_id, "error", "error", b"{}")
+    await store.append_event(t.thread_id, second.run_id, "values", b'{"a":3}')
+    failure = b'{"__error__":{"error":"ValueError"}}'
+    await store.finish_run(t.thread_id, second.run_id, "error", "error", failure)
     assert (await store.get_thread(t.thread_id)).status == "error"
     assert await store.first_active_run(t.thread_id) is None
+    # Nobody asked for its events or waited for its result: its error stays with its record.
+    assert (await store.get_run(t.thread_id, second.run_id)).result == failure
+    assert await store.read_events(t.thread_id, second.run_id, None, 0) == []
+    assert await store.result(t.thread_id, second.run_id, 0) is None
 
 
 async def test_a_reader_waits_for_events_and_the_end(store: RecordStore) -> None:
@@ -120,13 +131,17 @@ async def test_a_reader_waits_for_events_and_the_end(store: RecordStore) -> None
     run = run_on(t.thread_id)
     await create(store, run, reject_if_busy=False)
     reader = asyncio.create_task(store.read_events(t.thread_id, run.run_id, None, 3))
+    await store.watch_result(t.thread_id, run.run_id, 5)
     joiner = asyncio.create_task(store.result(t.thread_id, run.run_id, 3))
     await asyncio.sleep(0.1)
     assert not reader.done() and not joiner.done()
     await store.append_event(t.thread_id, run.run_id, "custom", b"1")
     assert [e.event for e in await reader] == ["custom"]
     await store.finish_run(t.thread_id, run.run_id, "success", "idle", b'{"ok":true}')
-    assert await joiner == b'{"ok":true}'
+    # Woken by the end (not by its 3 s wait running out), the result with it where joiners
+    # on other replicas need it.
+    done, _ = await asyncio.wait({joiner}, timeout=2)
+    assert done and joiner.result() == (b'{"ok":true}' if store.shared else None)
 
 
 async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
@@ -181,11 +196,12 @@ async def test_a_run_ends_once(store: RecordStore) -> None:
     await store.create_thread(t)
     run = run_on(t.thread_id)
     await create(store, run, reject_if_busy=False)
+    await store.watch_result(t.thread_id, run.run_id, 5)
     assert await store.finish_run(t.thread_id, run.run_id, "success", "idle", b'{"n":1}')
     assert not await store.finish_run(t.thread_id, run.run_id, "error", "error", b'{"n":2}')
     got = await store.get_run(t.thread_id, run.run_id)
-    assert got is not None and got.status == "success"
-    assert await store.result(t.thread_id, run.run_id, 0) == b'{"n":1}'
+    assert got is not None and (got.status, got.result) == ("success", None)
+    assert await store.result(t.thread_id, run.run_id, 0) == (b'{"n":1}' if store.shared else None)
     assert (await store.get_thread(t.thread_id)).status == "idle"
 
 
@@ -237,9 +253,9 @@ async def test_the_heartbeat_set_with_a_run_names_its_executor(redis_server) -> 
     await client.aclose()
 
 
-async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server) -> None:
+async def test_a_finished_runs_kept_events_and_result_expire_sooner_than_its_record(redis_server) -> None:
     from threadline.redis_keys import run_end_key, run_events_key, run_key
-    from threadline.runs.records_redis import FINISHED_EVENTS_TTL_SECONDS
+    from threadline.runs.records import FINISHED_EVENTS_TTL_SECONDS
 
     client = async_client(redis_server.url(6))
     store = RedisRecordStore(client, ttl_seconds=FINISHED_EVENTS_TTL_SECONDS * 24)
@@ -248,10 +264,45 @@ async def test_a_finished_runs_events_expire_sooner_than_its_record(redis_server
     run = run_on(t.thread_id)
     await create(store, run, reject_if_busy=False)
     await store.append_event(t.thread_id, run.run_id, "values", b"{}")
-    await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}")
+    await store.watch_result(t.thread_id, run.run_id, 5)
+    await store.finish_run(t.thread_id, run.run_id, "success", "idle", b"{}", keep_events=True)
     assert 0 < await client.ttl(run_events_key(t.thread_id, run.run_id)) <= FINISHED_EVENTS_TTL_SECONDS
     assert await client.ttl(run_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
-    assert await client.ttl(run_end_key(t.thread_id, run.run_id)) > FINISHED_EVENTS_TTL_SECONDS
+    assert 0 < await client.ttl(run_end_key(t.thread_id, run.run_id)) <= FINISHED_EVENTS_TTL_SECONDS
+    await client.aclose()
+
+
+@pytest.mark.parametrize("watching", ["nobody", "the run", "its thread"])
+async def test_a_run_keeps_its_events_only_while_a_client_on_any_replica_can_ask_for_them(
+    redis_server, watching: str
+) -> None:
+    """Issue 18 bullet 4: the executor does not know of a client streaming the run, or its
+    thread, from another replica; the store's end looks for their watch keys. Without one, the
+    run's events and its result go with its end: only its record stays."""
+    from threadline.redis_keys import run_end_key, run_events_key, run_key
+
+    client = async_client(redis_server.url(6))
+    store = RedisRecordStore(client, ttl_seconds=60)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await create(store, run, reject_if_busy=False, event=("metadata", b"{}"))
+    if watching == "the run":
+        await store.watch_events(t.thread_id, run.run_id, 5)
+    elif watching == "its thread":
+        await store.watch_thread(t.thread_id, 5)
+    await store.append_event(t.thread_id, run.run_id, "values", b'{"a":1}')
+    assert await store.finish_run(
+        t.thread_id, run.run_id, "success", "idle", b'{"a":2}', events=[("values", b'{"a":2}')]
+    )
+    events = [(e.event, e.data) for e in await store.read_events(t.thread_id, run.run_id, None, 0)]
+    if watching == "nobody":
+        assert events == []
+        assert not await client.exists(run_events_key(t.thread_id, run.run_id))
+    else:
+        assert events == [("values", b'{"a":1}'), ("values", b'{"a":2}'), (END_EVENT, b"")]
+    assert not await client.exists(run_end_key(t.thread_id, run.run_id))  # nobody joined it
+    assert await client.exists(run_key(t.thread_id, run.run_id))
     await client.aclose()
 
 
@@ -307,11 +358,19 @@ async def test_a_run_on_an_idle_thread_starts_with_the_lease_and_ends_releasing_
         held = HeldLease(t.thread_id, token, handed_off=True)
         events = [("values", b'{"a":1}'), ("values", b'{"a":2}')]
         assert await store.finish_run(
-            t.thread_id, run.run_id, "success", "idle", b'{"a":2}', "exec", events=events, lease=held
+            t.thread_id,
+            run.run_id,
+            "success",
+            "idle",
+            b'{"a":2}',
+            "exec",
+            events=events,
+            lease=held,
+            keep_events=True,
         )
         assert held.released and await client.get(lease_key(t.thread_id)) is None
         logged = await store.read_events(t.thread_id, run.run_id, None, 0)
-        assert [(e.event, e.data) for e in logged][1:] == [*events, (END_EVENT, b'{"a":2}')]
+        assert [(e.event, e.data) for e in logged][1:] == [*events, (END_EVENT, b"")]
         assert {m.decode() for m in await client.zrange(active_runs_key(), 0, -1)} == {
             f"{t.thread_id} {second.run_id}"
         }

@@ -74,12 +74,12 @@ async def replicas(redis_server, monkeypatch) -> AsyncIterator[tuple[Runs, Runs,
     await client.aclose()
 
 
-async def start_gated(executor: Runs) -> tuple[str, str, asyncio.Event]:
-    """A run on ``executor`` held at its gate, its first step done (one ``values`` event for
-    the input, one after ``first``)."""
+async def start_gated(executor: Runs, **options) -> tuple[str, str, asyncio.Event]:
+    """A run on ``executor`` (created with ``options``) held at its gate, its first step done
+    (one ``values`` event for the input, one after ``first``)."""
     tid = (await executor.threads.create("alice"))["thread_id"]
     gate = GATES.setdefault(tid, asyncio.Event())
-    run = await executor.create("alice", tid, {"assistant_id": "gated", "input": {"gate": tid}})
+    run = await executor.create("alice", tid, {"assistant_id": "gated", "input": {"gate": tid}, **options})
     for _ in range(200):
         state = await executor.threads.state("alice", tid)
         if state["values"].get("done") == ["first"]:
@@ -102,15 +102,19 @@ async def values_until(events: AsyncIterator, count: int) -> list:
     raise AssertionError(f"the stream ended after {len(seen)} values events")
 
 
-async def test_a_run_nobody_streams_keeps_its_events_until_its_end(replicas) -> None:
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_run_nobody_streams_holds_its_events_until_its_end(replicas, resumable: bool) -> None:
+    """... and then keeps them only if it was created ``stream_resumable`` (issue 18: a run's
+    events hold whole states, and nobody can ask for those of a plain run once it ended)."""
     a, _, records = replicas
-    tid, run_id, gate = await start_gated(a)
+    tid, run_id, gate = await start_gated(a, stream_resumable=resumable)
     await asyncio.sleep(0.5)  # two and a half cancel polls
     assert await stored_events(records, tid, run_id) == ["metadata"]
     gate.set()
     result = orjson.loads(await a.join("alice", tid, run_id))
     assert result["done"] == ["first", "second"]
-    assert await stored_events(records, tid, run_id) == ["metadata", "values", "values", "values", "__end__"]
+    kept = ["metadata", "values", "values", "values", "__end__"] if resumable else []
+    assert await stored_events(records, tid, run_id) == kept
 
 
 async def test_a_client_on_another_replica_gets_the_events_while_the_run_waits(replicas) -> None:
@@ -135,10 +139,12 @@ async def test_a_client_on_the_executing_replica_gets_the_events_while_the_run_w
     async with asyncio.timeout(10):
         head = await values_until(a.events("alice", tid, run_id), 2)
     assert not gate.is_set() and head[-1]["done"] == ["first"]
-    # Told in-process: nothing was written for the store to tell.
-    assert not await records._client.exists(f"tl:{{{tid}}}:run:{run_id}:w")
+    # Told in-process, and the store too: for an executor that takes the run over should `a`
+    # die (its client then reconnects elsewhere, maybe after the run ended).
+    assert await records._client.exists(f"tl:{{{tid}}}:run:{run_id}:w")
     gate.set()
     await a.join("alice", tid, run_id)
+    assert (await stored_events(records, tid, run_id))[-1] == "__end__"  # kept for a reconnect
 
 
 async def test_a_watch_is_seen_by_the_executors_poll_once(redis_server) -> None:

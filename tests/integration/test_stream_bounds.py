@@ -33,7 +33,12 @@ def _http(replica, key: str = API_KEY) -> httpx.Client:
 
 def _finished_run(http: httpx.Client) -> tuple[str, str]:
     thread = http.post("/threads", json={}).json()["thread_id"]
-    hello = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    # Resumable: its events stay after its end, for the replays below.
+    hello = {
+        "assistant_id": "chat",
+        "input": {"messages": [{"role": "user", "content": "hi"}]},
+        "stream_resumable": True,
+    }
     done = http.post(f"/threads/{thread}/runs/wait", json=hello)
     assert done.status_code == 200, done.text
     run = http.get(f"/threads/{thread}/runs").json()[0]["run_id"]

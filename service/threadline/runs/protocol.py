@@ -28,8 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from threadline.runs import wire
-from threadline.runs.records import ACTIVE_RUN_STATUSES, RunRecord
-from threadline.runs.records_redis import FINISHED_EVENTS_TTL_SECONDS
+from threadline.runs.records import ACTIVE_RUN_STATUSES, FINISHED_EVENTS_TTL_SECONDS, RunRecord
 
 # The channels a client may ask for (and ``custom:<name>``), as langgraph-api's.
 CHANNELS = frozenset(

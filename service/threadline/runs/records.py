@@ -14,14 +14,25 @@ runs, under the thread's turn lease. ``create_and_start_run`` adds to the queue 
 ``multitask_strategy=reject``.
 
 Events of a run are an append-only log with string ids that sort in append order; the last
-entry of a finished run is :data:`END_EVENT`, whose data is the run's result (what
-``/runs/wait`` answers). A reader passes the id it saw last to resume (``Last-Event-ID``).
+entry of a finished run is :data:`END_EVENT`. A reader passes the id it saw last to resume
+(``Last-Event-ID``).
+
+What a run leaves grows with the run, not with its thread (issue 18): a ``values`` event and a
+run's result each hold the whole thread state, so a store that kept them for every run of a
+conversation would grow with the square of its length. So a run's events outlive it
+(:data:`FINISHED_EVENTS_TTL_SECONDS`) only when a client can still ask for them — the run was
+created ``stream_resumable`` (or through the v2 protocol, whose stream replays a thread's
+runs), or a client streamed it or its thread — and its result goes only to the joiners that
+wait for it as it ends. A later join answers from the thread, as langgraph-api does; a failed
+run's result (an error body, small) stays with its record (:attr:`RunRecord.result`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -36,9 +47,14 @@ if TYPE_CHECKING:
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 ACTIVE_RUN_STATUSES = ("pending", "running")
+# Statuses whose result (an error body) stays with the run's record.
+FAILED_RUN_STATUSES = ("error", "timeout")
 
-# Internal last event of every run: never sent to clients; its data is the run's result.
+# Internal last event of every run: never sent to clients.
 END_EVENT = "__end__"
+# How long a finished run's kept events stay (for a late reconnect or join-stream); its record
+# keeps the thread's TTL.
+FINISHED_EVENTS_TTL_SECONDS = 3600
 # Events per read_events: a reader's memory is bounded by this many events (each at most the
 # size of one streamed value), not by how many the run left (issue 18).
 EVENTS_PAGE = 64
@@ -74,6 +90,8 @@ class RunRecord:
     # running until its executor settles it; the API shows it ``interrupted`` from the
     # moment the cancel is accepted, as langgraph-api does (:func:`shown_status`).
     cancel: str | None = None
+    # The result of a run that ended in FAILED_RUN_STATUSES (``{"__error__": …}``), else None.
+    result: bytes | None = None
 
 
 def shown_status(run: RunRecord) -> str:
@@ -199,10 +217,12 @@ class RecordStore(Protocol):
         *,
         events: list[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
+        keep_events: bool = False,
     ) -> bool:
         """Record the run's final status, take it off the queue, set the thread's status (if no
-        other run is queued), append :data:`END_EVENT` with ``result``, in that order, and drop
-        the run from :meth:`active_runs`.
+        other run is queued), append :data:`END_EVENT`, in that order, and drop the run from
+        :meth:`active_runs`. ``result`` goes to the joiners waiting for it on other replicas
+        (:meth:`watch_result`), and with the record when the run failed.
 
         Only once: an ended run is left as it is. With ``executor``, only while the run's
         heartbeat is that executor's (or gone): an executor whose run was taken over by another
@@ -214,6 +234,10 @@ class RecordStore(Protocol):
             lease: the thread's lease, handed off by its hold (``hand_off=True``): released
                 first in the same step where the store can (then ``lease.released``), whatever
                 the outcome; else left to the caller.
+            keep_events: a client can still ask for the run's events (see the module
+                docstring): they stay :data:`FINISHED_EVENTS_TTL_SECONDS`. Else they go with the
+                run's end, unless a client on another replica streams the run or its thread
+                (:meth:`watch_events`, :meth:`watch_thread`).
 
         Raises:
             CancelRequested: ``unless_cancelled`` and a cancel was accepted for the run (nothing
@@ -240,7 +264,13 @@ class RecordStore(Protocol):
         ...
 
     async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
-        """The run's result once it ended (None if it did not within ``wait_seconds``)."""
+        """The run's result as it ended, for a joiner announced by :meth:`watch_result` before
+        (None if it did not end within ``wait_seconds``, or nobody waited for it then)."""
+        ...
+
+    async def watch_result(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        """A client waits here for the run's result and will for ``ttl_seconds`` (renewed while
+        it does): the run's end, on whatever replica, leaves it for :meth:`result`."""
         ...
 
     async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
@@ -264,6 +294,11 @@ class RecordStore(Protocol):
     async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
         """A client streams the run's events here and will for ``ttl_seconds`` (renewed while
         it does): its executor, on whatever replica, appends them as they happen."""
+        ...
+
+    async def watch_thread(self, thread_id: str, ttl_seconds: float) -> None:
+        """A client follows the thread's runs here and will for ``ttl_seconds`` (renewed while
+        it does): every run of it that ends meanwhile keeps its events."""
         ...
 
     async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
@@ -306,6 +341,8 @@ class LocalRecordStore:
         self._changed: dict[str, asyncio.Condition] = {}
         self._cancels: dict[str, asyncio.Event] = {}
         self._cancel_actions: dict[str, str] = {}
+        # Ended runs whose events are kept, oldest first: (monotonic deadline, run id).
+        self._kept: collections.deque[tuple[float, str]] = collections.deque()
 
     async def ping(self) -> None:
         return None
@@ -405,6 +442,7 @@ class LocalRecordStore:
         *,
         events: list[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
+        keep_events: bool = False,
     ) -> bool:
         run = self._runs.get(thread_id, {}).get(run_id)
         if run is None or run.status not in ACTIVE_RUN_STATUSES:
@@ -414,12 +452,24 @@ class LocalRecordStore:
         if unless_cancelled and run_id in self._cancel_actions:
             raise CancelRequested(self._cancel_actions[run_id])
         await self.set_run_status(thread_id, run_id, status)
+        if status in FAILED_RUN_STATUSES:
+            run.result = result
         queue = self._queues.get(thread_id, [])
         with contextlib.suppress(ValueError):
             queue.remove(run_id)
         if not queue:
             await self.update_thread(thread_id, status=thread_status)
-        await self.append_event(thread_id, run_id, END_EVENT, result)
+        # One process: every joiner of the run has its result from the executor already.
+        await self.append_event(thread_id, run_id, END_EVENT, b"")
+        for done in (self._changed, self._cancels, self._cancel_actions):
+            done.pop(run_id, None)
+        now = time.monotonic()
+        while self._kept and self._kept[0][0] <= now:
+            self._events.pop(self._kept.popleft()[1], None)
+        if keep_events:
+            self._kept.append((now + FINISHED_EVENTS_TTL_SECONDS, run_id))
+        else:
+            self._events.pop(run_id, None)
         return True
 
     async def delete_run(self, thread_id: str, run_id: str) -> None:
@@ -474,17 +524,21 @@ class LocalRecordStore:
         return True
 
     async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
-        def end() -> RunEvent | None:
-            events = self._events.get(run_id, [])
-            return events[-1] if events and events[-1].event == END_EVENT else None
+        # One process: a run's joiners are handed its result by its executor. This waits for
+        # the end of a run that has none here (never the case but for a moment at its end).
+        def ended() -> bool:
+            run = self._runs.get(thread_id, {}).get(run_id)
+            return run is None or run.status not in ACTIVE_RUN_STATUSES
 
-        if end() is None and wait_seconds > 0:
+        if not ended() and wait_seconds > 0:
             condition = self._condition(run_id)
             async with condition:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(condition.wait_for(lambda: end() is not None), wait_seconds)
-        found = end()
-        return found.data if found else None
+                    await asyncio.wait_for(condition.wait_for(ended), wait_seconds)
+        return None
+
+    async def watch_result(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        return None
 
     async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
         run = self._runs.get(thread_id, {}).get(run_id)
@@ -503,6 +557,9 @@ class LocalRecordStore:
         return self._cancel_actions.get(run_id, "interrupt")
 
     async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        return None
+
+    async def watch_thread(self, thread_id: str, ttl_seconds: float) -> None:
         return None
 
 

@@ -32,15 +32,19 @@ from threadline.redis_keys import (
     run_end_key,
     run_events_key,
     run_heartbeat_key,
+    run_join_key,
     run_key,
     run_queue_key,
     run_watch_key,
     runs_index_key,
     thread_record_key,
+    thread_watch_key,
 )
 from threadline.runs.records import (
     END_EVENT,
     EVENTS_PAGE,
+    FAILED_RUN_STATUSES,
+    FINISHED_EVENTS_TTL_SECONDS,
     CancelRequested,
     QueueFull,
     RunEvent,
@@ -52,11 +56,6 @@ from threadline.runs.records import (
 
 # Blocking reads stay under the client's 5 s command timeout (threadline.redis_client).
 MAX_BLOCK_SECONDS = 4.0
-# How long a finished run's events stay (for a late reconnect or join-stream); its record and
-# result keep the checkpoint TTL. Events hold every streamed value — a `values` event carries
-# the whole state — so keeping them as long as the thread (7 days by default) would grow Redis
-# with the square of a conversation's length.
-FINISHED_EVENTS_TTL_SECONDS = 3600
 # Between two looks for a cancel request of a running run (and for a client streaming it).
 CANCEL_POLL_SECONDS = 0.2
 
@@ -138,19 +137,25 @@ class RedisRecordStore:
     """
     )
     # KEYS[1] thread, KEYS[2] run queue, KEYS[3] run, KEYS[4] events, KEYS[5] end,
-    # KEYS[6] heartbeat, KEYS[7] cancel requests, KEYS[8] lease, KEYS[9] (not on Redis
-    # Cluster) the active-run index; ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status,
-    # ARGV[4] now, ARGV[5] ttl, ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of the
-    # events from now on, ARGV[9] executor ('' : any), ARGV[10] '1': not if a cancel was
+    # KEYS[6] heartbeat, KEYS[7] cancel requests, KEYS[8] lease, KEYS[9] the run's watch key,
+    # KEYS[10] the thread's, KEYS[11] the run's join key, KEYS[12] (not on Redis Cluster) the
+    # active-run index; ARGV[1] run id, ARGV[2] run status, ARGV[3] thread status, ARGV[4] now,
+    # ARGV[5] ttl, ARGV[6] result, ARGV[7] end event name, ARGV[8] TTL of kept events and of a
+    # result left for a joiner, ARGV[9] executor ('' : any), ARGV[10] '1': not if a cancel was
     # requested, ARGV[11] the executor's lease token ('': none), ARGV[12] the run's active-index
-    # member, ARGV[13..] events the executor has not appended yet (name, data, …).
+    # member, ARGV[13] '1': keep the events (a client can ask for them), ARGV[14] '1': the run
+    # failed (its result stays with its record), ARGV[15..] events the executor has not
+    # appended yet (name, data, …).
     # First the lease is released if it is still the token's (what the executor did in a round
     # trip of its own just before: a refused end changes nothing about it). A deleted or ended
     # run is left as it is, and so is a run another executor took over (returns 0; their
-    # events are dropped); else the events are appended, then, with ARGV[10], a run a cancel
-    # was requested for is left running (returns the cancel's action). Else the status is
-    # written before the end event: a client that sees the end and then reads the run sees it
-    # finished; and the run leaves the active-run index (on Cluster the caller does that).
+    # events are dropped); else the events are appended if they are kept (ARGV[13], or a
+    # client on another replica streams the run or its thread), then, with ARGV[10], a run a
+    # cancel was requested for is left running (returns the cancel's action). Else the status
+    # is written before the end event: a client that sees the end and then reads the run sees
+    # it finished; events not kept are deleted, the result is left on the end stream only for
+    # a joiner that waits (KEYS[11]); and the run leaves the active-run index (on Cluster the
+    # caller does that).
     FINISH_RUN = (
         RedisTurnLease.RELEASE_FUNCTION
         + """
@@ -158,14 +163,15 @@ class RedisRecordStore:
     local st = redis.call('HGET', KEYS[3], 'status')
     if not st then
       redis.call('ZREM', KEYS[2], ARGV[1])
-      if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[12]) end
+      if KEYS[12] then redis.call('ZREM', KEYS[12], ARGV[12]) end
       return 0
     end
     if st ~= 'pending' and st ~= 'running' then return 0 end
     local hb = redis.call('GET', KEYS[6])
     if ARGV[9] ~= '' and hb and hb ~= ARGV[9] then return 0 end
-    if #ARGV > 12 then
-      for i = 13, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
+    local keep = ARGV[13] == '1' or redis.call('EXISTS', KEYS[9], KEYS[10]) > 0
+    if keep and #ARGV > 14 then
+      for i = 15, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
       redis.call('EXPIRE', KEYS[4], ARGV[5])
     end
     if ARGV[10] == '1' then
@@ -174,15 +180,23 @@ class RedisRecordStore:
     end
     redis.call('ZREM', KEYS[2], ARGV[1])
     redis.call('HSET', KEYS[3], 'status', ARGV[2], 'updated_at', ARGV[4])
+    if ARGV[14] == '1' then redis.call('HSET', KEYS[3], 'result', ARGV[6]) end
     if redis.call('EXISTS', KEYS[1]) == 1 then
       if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('HSET', KEYS[1], 'status', ARGV[3]) end
       redis.call('HSET', KEYS[1], 'updated_at', ARGV[4])
     end
-    redis.call('XADD', KEYS[4], '*', 'e', ARGV[7], 'd', ARGV[6])
-    redis.call('XADD', KEYS[5], '*', 'd', ARGV[6])
-    for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
-    redis.call('EXPIRE', KEYS[4], ARGV[8])
-    if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[12]) end
+    if keep then
+      redis.call('XADD', KEYS[4], '*', 'e', ARGV[7], 'd', '')
+      redis.call('EXPIRE', KEYS[4], ARGV[8])
+    else
+      redis.call('DEL', KEYS[4])
+    end
+    if redis.call('EXISTS', KEYS[11]) == 1 then
+      redis.call('XADD', KEYS[5], '*', 'd', ARGV[6])
+      redis.call('EXPIRE', KEYS[5], ARGV[8])
+    end
+    for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+    if KEYS[12] then redis.call('ZREM', KEYS[12], ARGV[12]) end
     return 1
     """
     )
@@ -426,6 +440,7 @@ class RedisRecordStore:
         *,
         events: list[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
+        keep_events: bool = False,
     ) -> bool:
         member = f"{thread_id} {run_id}"
         keys = [
@@ -437,6 +452,9 @@ class RedisRecordStore:
             run_heartbeat_key(thread_id, run_id),
             run_cancel_key(thread_id, run_id),
             lease_key(thread_id),
+            run_watch_key(thread_id, run_id),
+            thread_watch_key(thread_id),
+            run_join_key(thread_id, run_id),
             *([] if self._cluster else [active_runs_key()]),
         ]
         token = lease.token if lease is not None and not lease.released and lease.token else ""
@@ -455,6 +473,8 @@ class RedisRecordStore:
                 "1" if unless_cancelled else "0",
                 token,
                 member,
+                "1" if keep_events else "0",
+                "1" if status in FAILED_RUN_STATUSES else "0",
                 *(part for event in events or () for part in event),
             ],
         )
@@ -474,6 +494,7 @@ class RedisRecordStore:
             run_end_key(thread_id, run_id),
             run_heartbeat_key(thread_id, run_id),
             run_watch_key(thread_id, run_id),
+            run_join_key(thread_id, run_id),
         )
         await self._client.zrem(runs_index_key(thread_id), run_id)
 
@@ -506,6 +527,9 @@ class RedisRecordStore:
             return []
         _, entries = answer[0]
         return [RunEvent(_text(eid), _text(f[b"e"]), f[b"d"]) for eid, f in entries]
+
+    async def watch_result(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
+        await self._client.set(run_join_key(thread_id, run_id), b"1", px=int(ttl_seconds * 1000))
 
     async def result(self, thread_id: str, run_id: str, wait_seconds: float) -> bytes | None:
         # One blocking read on a stream that gets one entry, at the end: a joiner costs one
@@ -606,6 +630,9 @@ class RedisRecordStore:
     async def watch_events(self, thread_id: str, run_id: str, ttl_seconds: float) -> None:
         await self._client.set(run_watch_key(thread_id, run_id), b"1", px=int(ttl_seconds * 1000))
 
+    async def watch_thread(self, thread_id: str, ttl_seconds: float) -> None:
+        await self._client.set(thread_watch_key(thread_id), b"1", px=int(ttl_seconds * 1000))
+
 
 @dataclass
 class _CancelWait:
@@ -671,4 +698,5 @@ def _run(row: dict[bytes, bytes]) -> RunRecord | None:
         multitask_strategy=text["multitask_strategy"].decode(),
         kwargs=orjson.loads(text["kwargs"]),
         cancel=_cancel_action(text["cancel"]) if "cancel" in text else None,
+        result=text.get("result"),
     )

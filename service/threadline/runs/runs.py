@@ -23,6 +23,7 @@ step). The lease's fencing token keeps a paused executor from writing after that
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -110,8 +111,12 @@ EVENT_FLUSH_SECONDS = 0.005
 # events held in memory.
 EVENT_QUIET_FLUSH_SECONDS = 1.0
 # A client streaming a run that another replica executes says so in the store for this long,
-# renewed every third of it; the executor notices within CANCEL_POLL_SECONDS (0.2 s).
+# renewed every third of it; the executor notices within CANCEL_POLL_SECONDS (0.2 s). So does a
+# client following a thread's runs, and one waiting for a run's result (once per wait).
 WATCH_SECONDS = 10.0
+# A joiner (or streamer) of a run executing elsewhere looks again at least this often (the run
+# may be an orphan by then); under WATCH_SECONDS, so its announcement never lapses meanwhile.
+MAX_JOIN_WAIT_SECONDS = 4.0
 
 
 # The run kwarg holding the caller's user and permissions (custom_auth.Caller.as_json), kept
@@ -194,16 +199,21 @@ class Runs:
         self._results: dict[str, asyncio.Future[bytes | None]] = {}
         # Event logs of the runs executing in this process: a client streaming one makes it live.
         self._logs: dict[str, _EventLog] = {}
+        # Clients following a thread's runs here (threads.join_stream), by thread.
+        self._thread_watchers: collections.Counter[str] = collections.Counter()
         self.idle = asyncio.Event()
         self.idle.set()
 
     # -- create --
 
-    async def create(self, principal: str, thread_id: str | None, payload: dict[str, Any]) -> RunRecord:
+    async def create(
+        self, principal: str, thread_id: str | None, payload: dict[str, Any], streamed: bool = False
+    ) -> RunRecord:
         """Store a run and start executing it; returns its record (``pending``).
 
         ``payload`` holds the body fields of the SDK's ``runs.create/stream/wait`` (already
         type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
+        ``streamed``: the caller streams the run's events from its start (``runs.stream``).
 
         Raises:
             NotFound: assistant (a UUID), thread (``if_not_exists=reject``) or checkpoint.
@@ -244,7 +254,7 @@ class Runs:
         try:
             if not stateless:
                 await self._check_resume(assistant, thread_id, payload)
-            run = await self._store_run(principal, thread_id, payload, assistant, stateless)
+            run = await self._store_run(principal, thread_id, payload, assistant, stateless, streamed)
         except BaseException:
             if created:  # its quota slot back, no empty thread left behind (issue 18)
                 with contextlib.suppress(Exception):
@@ -253,7 +263,13 @@ class Runs:
         return run
 
     async def _store_run(
-        self, principal: str, thread_id: str, payload: dict[str, Any], assistant: Assistant, stateless: bool
+        self,
+        principal: str,
+        thread_id: str,
+        payload: dict[str, Any],
+        assistant: Assistant,
+        stateless: bool,
+        streamed: bool,
     ) -> RunRecord:
         """The second half of :meth:`create`: count, store, start."""
         await self.threads.count_run(principal, thread_id, payload)
@@ -306,7 +322,7 @@ class Runs:
             with contextlib.suppress(Exception):
                 await self.records.forget_active(thread_id, run.run_id)
             raise NotFound("thread") from None
-        self._start(run, assistant, executor, 1, first=first, token=token)
+        self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed)
         return run
 
     def _check_rollback(self, field: str) -> None:
@@ -342,8 +358,9 @@ class Runs:
         attempt: int,
         first: bool = False,
         token: str | None = None,
+        streamed: bool = False,
     ) -> None:
-        turn = _Turn(_EventLog(self.records, run), token)
+        turn = _Turn(_EventLog(self.records, run, watched=streamed), token)
         self._logs[run.run_id] = turn.events
         task = asyncio.create_task(
             self._execute(run, assistant, executor, attempt, turn, first), name=f"run-{run.run_id}-{attempt}"
@@ -580,6 +597,7 @@ class Runs:
                 unless_cancelled,
                 events=events,
                 lease=turn.held if turn is not None else None,
+                keep_events=self._events_wanted(run, turn),
             )
         except CancelRequested:
             raise
@@ -600,6 +618,18 @@ class Runs:
                 lambda: asyncio.ensure_future(self._drop_thread(run.owner, run.thread_id)),
             )
         return True
+
+    def _events_wanted(self, run: RunRecord, turn: _Turn | None) -> bool:
+        """Whether a client can still ask for the events of ``run`` once it ended: it was
+        created ``stream_resumable`` or through the v2 protocol (whose stream replays a thread's
+        runs), or a client here streams it or its thread. (The store also asks the other
+        replicas' clients: RecordStore.finish_run.)"""
+        return bool(
+            run.kwargs.get("stream_resumable")
+            or run.kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2
+            or (turn is not None and turn.events.watched)
+            or self._thread_watchers[run.thread_id]
+        )
 
     async def _drop_thread(self, owner: str, thread_id: str) -> None:
         with contextlib.suppress(Exception):
@@ -790,7 +820,11 @@ class Runs:
 
     async def join(self, principal: str, thread_id: str, run_id: str, check: bool = True) -> bytes:
         """Wait for the run to end; its result (final values, ``__interrupt__``, ``__error__``).
-        ``check=False`` skips the owner check, for the caller that just created the run."""
+        ``check=False`` skips the owner check, for the caller that just created the run.
+
+        A run that had ended before is answered from its thread, as langgraph-api does: its
+        values then (and interrupts), or the run's error if it failed (its result is not
+        kept: RecordStore.finish_run)."""
         if check:
             await self.get(principal, thread_id, run_id)
         local = self._results.get(run_id)
@@ -800,12 +834,27 @@ class Runs:
             if result is not None:
                 return result
         while True:
-            result = await self.records.result(thread_id, run_id, 4.0)
+            # Announced before the status is read: a run that ends after this look leaves its
+            # result for this joiner; one that ended before it is answered from the thread.
+            await self.records.watch_result(thread_id, run_id, WATCH_SECONDS)
+            run = await self.records.get_run(thread_id, run_id)
+            if run is None:  # its thread was deleted
+                raise NotFound("run")
+            ended = run.status not in ACTIVE_RUN_STATUSES
+            result = await self.records.result(thread_id, run_id, 0 if ended else MAX_JOIN_WAIT_SECONDS)
             if result is not None:
                 return result
-            if await self.records.get_run(thread_id, run_id) is None:  # its thread was deleted
-                raise NotFound("run")
+            if ended:
+                return await self._ended_result(run)
             await self._adopt_if_orphan(thread_id, run_id)
+
+    async def _ended_result(self, run: RunRecord) -> bytes:
+        """What a join of ``run``, ended before, answers: its error if it failed, else its
+        thread's values (and interrupts) now."""
+        if run.result is not None:
+            return run.result
+        state = await self.assistants.get(run.assistant_id).graph.aget_state(thread_config(run.thread_id))
+        return _values_result(state)
 
     async def events(
         self,
@@ -825,15 +874,18 @@ class Runs:
         if "messages" in wanted:
             wanted |= {"messages/partial", "messages/complete", "messages/metadata"}
         renew_at = 0.0
+        wait = 0.0  # the first look does not block: a stream of an ended run ends at once
         while True:
             renew_at = await self._watch(thread_id, run_id, renew_at)
-            events = await self.records.read_events(thread_id, run_id, after, 4.0)
+            events = await self.records.read_events(thread_id, run_id, after, wait)
             if not events:
                 run = await self.records.get_run(thread_id, run_id)
                 if run is None:  # its thread was deleted
                     return
                 if run.status in ACTIVE_RUN_STATUSES:
-                    await self._adopt_if_orphan(thread_id, run_id)
+                    if wait:  # nothing for a whole wait: is its executor still there?
+                        await self._adopt_if_orphan(thread_id, run_id)
+                    wait = MAX_JOIN_WAIT_SECONDS
                 else:
                     # Ended: its events were all written before its status, so one more look
                     # finds what is left; none when ``after`` is past its end (issue 18: such
@@ -850,11 +902,13 @@ class Runs:
                     yield event
 
     async def _watch(self, thread_id: str, run_id: str, renew_at: float) -> float:
-        """Tell the run's executor that a client streams it: directly when it runs here, else
-        through the store, renewed from ``renew_at`` (monotonic) on. Returns the next renewal."""
+        """Tell the run's executor that a client streams it: directly when it runs here, and
+        through the store, renewed from ``renew_at`` (monotonic) on — for an executor on
+        another replica, or one that takes the run over should this replica die (the client
+        then reconnects elsewhere, maybe after the run ended: its events must still be there).
+        Returns the next renewal."""
         if (log := self._logs.get(run_id)) is not None:
             log.go_live()
-            return renew_at
         if (now := time.monotonic()) < renew_at:
             return renew_at
         await self.records.watch_events(thread_id, run_id, WATCH_SECONDS)
@@ -875,11 +929,34 @@ class Runs:
         await self.threads.record(principal, thread_id)
         return self._follow_thread(principal, thread_id, after)
 
+    async def _keep_watching_thread(self, thread_id: str) -> None:
+        """Tell every replica, for as long as this task lives, that a client follows the
+        thread's runs: a short run that ends between two looks of the follower keeps its
+        events for it."""
+        while True:
+            with contextlib.suppress(Exception):  # the store is away: the follower sees it too
+                await self.records.watch_thread(thread_id, WATCH_SECONDS)
+            await asyncio.sleep(WATCH_SECONDS / 3)
+
     async def _follow_thread(
         self, principal: str, thread_id: str, after: tuple[str, str] | None
     ) -> AsyncIterator[tuple[str, RunEvent]]:
+        self._thread_watchers[thread_id] += 1
+        watching = asyncio.create_task(self._keep_watching_thread(thread_id), name=f"watch-{thread_id}")
+        try:
+            async for item in self._thread_runs_events(principal, thread_id, after):
+                yield item
+        finally:
+            watching.cancel()
+            self._thread_watchers[thread_id] -= 1
+            if not self._thread_watchers[thread_id]:
+                del self._thread_watchers[thread_id]
+
+    async def _thread_runs_events(
+        self, principal: str, thread_id: str, after: tuple[str, str] | None
+    ) -> AsyncIterator[tuple[str, RunEvent]]:
         # Runs are found by creation time, not by the queue: a short run may start and end
-        # between two looks, and its events stay readable (FINISHED_EVENTS_TTL_SECONDS). Run
+        # between two looks, and its events are kept for this follower (_follow_thread). Run
         # creation times come from the replicas' clocks (kept in sync by NTP).
         since = now_iso()
         todo: list[RunRecord] = []
@@ -1139,11 +1216,13 @@ class _EventLog:
     :data:`EVENT_QUIET_FLUSH_SECONDS` before, all of that window in one round trip; what is left
     when the run ends goes with its end (:meth:`take`, then ``finish_run``)."""
 
-    def __init__(self, records: RecordStore, run: RunRecord) -> None:
+    def __init__(self, records: RecordStore, run: RunRecord, watched: bool = False) -> None:
         self.records = records
         self.run = run
+        # Whether a client streams the run (so its events are kept once it ends).
+        self.watched = watched
         # A store in this process takes an append without a round trip: always live.
-        self.live = not records.shared
+        self.live = watched or not records.shared
         self._pending: list[tuple[str, bytes]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -1167,6 +1246,7 @@ class _EventLog:
     def go_live(self) -> None:
         """A client streams the run: what waits goes to the store now, and every later event
         within :data:`EVENT_FLUSH_SECONDS`."""
+        self.watched = True
         if self.live:
             return
         self.live = True

@@ -146,10 +146,16 @@ async def _wait_response(
 
 
 async def _create(
-    runs: Runs, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
+    runs: Runs,
+    caller: Caller,
+    authorize: Authorize,
+    thread_id: str | None,
+    body: RunCreate,
+    streamed: bool = False,
 ) -> RunRecord:
     """A run, once the custom auth ``threads.create_run`` handler let it (and maybe stamped its
-    metadata); the run keeps its caller's user for the graph (``langgraph_auth_user``)."""
+    metadata); the run keeps its caller's user for the graph (``langgraph_auth_user``).
+    ``streamed``: the caller streams its events from the start."""
     payload = body.payload()
     value = {
         "thread_id": thread_id,
@@ -166,7 +172,7 @@ async def _create(
     value = await authorize("threads", "create_run", value)
     payload["metadata"] = value.get("metadata") or {}
     payload[AUTH_KWARG] = caller.as_json()
-    return await runs.create(caller.identity, thread_id, payload)
+    return await runs.create(caller.identity, thread_id, payload, streamed)
 
 
 async def _stream_reply(
@@ -175,7 +181,7 @@ async def _stream_reply(
     """A new run's events as SSE, its stream slot taken before the run is created."""
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, thread_id, body)
+        run = await _create(runs, caller, authorize, thread_id, body, streamed=True)
         cancel = body.on_disconnect == "cancel"
         events = _stream_events(runs, principal, run, after=None, modes=None, cancel_on_disconnect=cancel)
         return slot.sse(events, _where(run, "stream"))
