@@ -12,7 +12,9 @@ appends ``<tag><n>`` to ``done``), mixing
 * ``cancel``: a long run cancelled from another replica (action interrupt or rollback).
 
 Every request goes to the next endpoint (round robin, like a Service) and is retried on another
-one when the connection breaks or the answer is a 5xx. A create whose answer was lost is looked
+one when the connection breaks or the answer is a 5xx. Every run is ``stream_resumable``: a
+cut stream rejoins from its last event id, and the takeover and cancel timings replay each run's
+events after it ended, which a server keeps only for resumable runs (as langgraph-api). A create whose answer was lost is looked
 up by its tag (run metadata) before it is sent again, so a run is never created twice.
 
 Verdict (:meth:`SdkDriver.verdict`), per thread, from what the stores hold at the end: ``done``
@@ -218,7 +220,7 @@ class SdkDriver:
             plan.created = time.time()
             try:
                 run = await self.client(url).runs.create(
-                    plan.thread_id, GRAPH, metadata={"tag": plan.tag}, **kwargs
+                    plan.thread_id, GRAPH, metadata={"tag": plan.tag}, stream_resumable=True, **kwargs
                 )
             except ConflictError:
                 plan.rejected = True
@@ -276,8 +278,9 @@ class SdkDriver:
                 if plan.run_id is None:
                     plan.created = time.time()
                     parts = client.runs.stream(
-                        plan.thread_id, GRAPH, input=body, metadata={"tag": plan.tag}, stream_mode="values"
-                    )
+                        plan.thread_id, GRAPH, input=body, metadata={"tag": plan.tag}, stream_mode="values",
+                        stream_resumable=True,
+                    )  # fmt: skip
                 else:
                     parts = client.runs.join_stream(plan.thread_id, plan.run_id, last_event_id=last_id)
                 async for part in parts:
