@@ -14,8 +14,9 @@ appends ``<tag><n>`` to ``done``), mixing
 Every request goes to the next endpoint (round robin, like a Service) and is retried on another
 one when the connection breaks or the answer is a 5xx. Every run is ``stream_resumable``: a
 cut stream rejoins from its last event id, and the takeover and cancel timings replay each run's
-events after it ended, which a server keeps only for resumable runs (as langgraph-api). A create whose answer was lost is looked
-up by its tag (run metadata) before it is sent again, so a run is never created twice.
+events after it ended, which a server keeps only for resumable runs (as langgraph-api). A create
+whose answer was lost is looked up by its tag (run metadata) before it is sent again, so a run is
+never created twice.
 
 Verdict (:meth:`SdkDriver.verdict`), per thread, from what the stores hold at the end: ``done``
 is exactly the concatenation of every run's entries in acceptance order, each run's entries
