@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 
 from threadline.lease import RedisTurnLease
 from threadline.redis_client import async_client
-from threadline.runs import runs as runs_module
+from threadline.runs import events as events_module
 from threadline.runs.assistants import Assistants
 from threadline.runs.records_redis import RedisRecordStore
 from threadline.runs.runs import Runs
@@ -57,7 +57,7 @@ def gated_graph(saver: InMemorySaver):
 @pytest.fixture
 async def replicas(redis_server, monkeypatch) -> AsyncIterator[tuple[Runs, Runs, RedisRecordStore]]:
     # No quiet-window append during the test: what reaches the store mid-run is the watch's doing.
-    monkeypatch.setattr(runs_module, "EVENT_QUIET_FLUSH_SECONDS", 600.0)
+    monkeypatch.setattr(events_module, "EVENT_QUIET_FLUSH_SECONDS", 600.0)
     client = async_client(redis_server.url(9))
     await client.flushdb()
     graph = gated_graph(InMemorySaver())

@@ -38,8 +38,10 @@ from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
+from threadline.runs.events import STREAM_MODES
+from threadline.runs.graph_io import AUTH_KWARG
 from threadline.runs.records import RunEvent, RunRecord, event_id_valid
-from threadline.runs.runs import AUTH_KWARG, STREAM_MODES, Runs, run_dict
+from threadline.runs.runs import Runs, run_dict
 from threadline.runtime import Runtime
 
 log = logging.getLogger(__name__)
