@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from threadline import metrics, redis_client
-from threadline.checkpoint.errors import StoreUnavailable
+from threadline.errors import StoreUnavailable
 from threadline.redis_keys import fence_counter_key, lease_key
 
 log = logging.getLogger(__name__)

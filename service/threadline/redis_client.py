@@ -51,7 +51,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from threadline import urls
-from threadline.checkpoint.errors import StoreUnavailable
+from threadline.errors import StoreUnavailable
 
 # What a Redis outage looks like to a caller (answered 503 + Retry-After, never 500): no
 # connection or no reply in time (MasterNotFoundError, no primary known to Sentinel, is a

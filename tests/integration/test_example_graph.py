@@ -12,7 +12,7 @@ from checkpoint_graph import settings_for
 from langgraph.types import Command
 
 from threadline.agent.builtin import BuiltinChatModel
-from threadline.agent.registry import CHAT, load_graphs
+from threadline.agent.registry import CHAT, bind_graphs, import_graphs
 from threadline.checkpoint import open_checkpointer
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,7 @@ async def test_the_example_runs_to_its_interrupt_and_resumes_on_another_saver(
     thread = {"configurable": {"thread_id": uuid.uuid4().hex}}
 
     async with open_checkpointer(settings) as saver:
-        graphs = load_graphs(EXAMPLE, BuiltinChatModel(), saver)
+        graphs = bind_graphs(import_graphs(EXAMPLE), BuiltinChatModel(), saver)
         assert set(graphs) == {CHAT, "refunds"}
         custom, updates = await stream(graphs["refunds"], {"request": "Refund please", "amount": 250}, thread)
         assert custom == [
@@ -52,7 +52,7 @@ async def test_the_example_runs_to_its_interrupt_and_resumes_on_another_saver(
 
     # Another saver on the same store (a new connection, as on another replica) resumes it.
     async with open_checkpointer(settings) as saver:
-        graph = load_graphs(EXAMPLE, BuiltinChatModel(), saver)["refunds"]
+        graph = bind_graphs(import_graphs(EXAMPLE), BuiltinChatModel(), saver)["refunds"]
         custom, _ = await stream(graph, Command(resume="approve"), thread)
         assert custom[-1] == {"node": "respond", "decision": "approved"}
         state = await graph.aget_state(thread)
@@ -65,7 +65,7 @@ async def test_a_small_refund_and_a_question_need_no_human(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     async with open_checkpointer(settings_for("sqlite", request, tmp_path)) as saver:
-        graph = load_graphs(EXAMPLE, BuiltinChatModel(), saver)["refunds"]
+        graph = bind_graphs(import_graphs(EXAMPLE), BuiltinChatModel(), saver)["refunds"]
         small = await graph.ainvoke(
             {"request": "refund", "amount": 20}, {"configurable": {"thread_id": "small"}}
         )

@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from threadline.agent.builtin import BuiltinChatModel
-from threadline.agent.registry import CHAT, import_graphs, load_graphs, read_config
+from threadline.agent.registry import CHAT, bind_graphs, import_graphs, read_config
 from threadline.config import ConfigError, GraphSettings, load
 
 pytestmark = pytest.mark.unit
@@ -39,6 +39,11 @@ builder.add_edge(START, "inc")
 builder.add_edge("inc", END)
 graph = builder.compile()
 """
+
+
+def load_graphs(config_path, chat_model, saver):
+    """What the runtime serves: the graphs imported (config checked) then bound to ``saver``."""
+    return bind_graphs(import_graphs(config_path), chat_model, saver)
 
 
 def write(directory: Path, name: str, body: str = "") -> Path:

@@ -31,7 +31,7 @@ Its ``auth.path`` (custom auth, :mod:`threadline.custom_auth`) is imported the s
 
 Two phases, so that a broken config stops start-up before any store is opened:
 :func:`import_graphs` (reads, imports, calls factories, checks; needs no store) then
-:func:`bind_graphs` (attaches the checkpointer; cannot fail). :func:`load_graphs` does both.
+:func:`bind_graphs` (attaches the checkpointer; cannot fail).
 """
 
 from __future__ import annotations
@@ -315,25 +315,6 @@ def bind_graphs(
             name = graph_id if graph.name == "LangGraph" else graph.name
             bound[graph_id] = graph.copy(update={"checkpointer": checkpointer, "name": name})
     return bound
-
-
-def load_graphs(
-    config_path: Path | None, model: BaseChatModel, checkpointer: BaseCheckpointSaver
-) -> dict[str, Pregel]:
-    """The graphs to serve: :func:`import_graphs` then :func:`bind_graphs`.
-
-    Args:
-        config_path: ``LANGGRAPH_CONFIG`` (``GraphSettings.config_path``), or ``None``.
-        model: the chat model of the built-in ``chat`` graph.
-        checkpointer: threadline's checkpointer, given to every graph.
-
-    Returns:
-        graph id → compiled graph (a ``CompiledStateGraph`` for every ``StateGraph``).
-
-    Raises:
-        ConfigError: a graph cannot be imported, is not a graph, or has its own checkpointer.
-    """
-    return bind_graphs(import_graphs(config_path), model, checkpointer)
 
 
 def _import(spec: GraphSpec) -> ModuleType:

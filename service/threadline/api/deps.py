@@ -17,15 +17,16 @@ from threadline import access
 from threadline.api.errors import ApiError, unavailable
 from threadline.custom_auth import AuthFailed, Caller, CustomAuth
 from threadline.runs.assistants import Assistants
+from threadline.runs.records import ID_PATTERN
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
 from threadline.runtime import Runtime
 from threadline.sessions import SessionStore
 from threadline.turns import Conversations
 
-# Thread ids are ours (uuid4 hex), but accept any id of this shape; a malformed one is 400 on
-# /v1 (the brief) and 422 on the LangGraph routes (the spec's status for a bad path parameter).
-THREAD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A malformed thread id is 400 on /v1 (the brief) and 422 on the LangGraph routes (the spec's
+# status for a bad path parameter).
+THREAD_ID = re.compile(ID_PATTERN)
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -30,10 +30,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from threadline import config, redis_client
-from threadline.checkpoint.errors import StoreUnavailable
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
 from threadline.checkpoint.memory import RollbackInMemorySaver
 from threadline.config import CheckpointSettings
+from threadline.errors import StoreUnavailable
 
 __all__ = [
     "InstrumentedSaver",

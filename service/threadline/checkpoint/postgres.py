@@ -31,8 +31,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from threadline.checkpoint.errors import StoreUnavailable
 from threadline.config import CheckpointSettings
+from threadline.errors import StoreUnavailable
 
 # The server away or the pool exhausted: the store is failing, not the request.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout)

@@ -22,8 +22,8 @@ from langgraph.checkpoint.redis.aio import AsyncRedisSaver
 from redisvl.exceptions import RedisVLError
 
 from threadline import redis_client, urls
-from threadline.checkpoint.errors import StoreUnavailable
 from threadline.config import CheckpointSettings
+from threadline.errors import StoreUnavailable
 
 
 def ttl_config(ttl_seconds: int) -> dict[str, object]:

@@ -30,8 +30,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from threadline.checkpoint.errors import StoreUnavailable
 from threadline.config import CheckpointSettings
+from threadline.errors import StoreUnavailable
 
 # A locked or unreadable database file: the store is failing, not the request.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError,)

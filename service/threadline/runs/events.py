@@ -5,7 +5,7 @@ batched, as they happen while a client streams the run, else with the run's end.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal, get_args
 
 from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
 
@@ -15,17 +15,10 @@ from threadline.runs.records import RecordStore, RunRecord
 
 # Stream modes a client may ask for; "messages-tuple" and "messages" both come from LangGraph's
 # "messages" mode, "events" from astream_events.
-STREAM_MODES = (
-    "values",
-    "updates",
-    "messages",
-    "messages-tuple",
-    "custom",
-    "debug",
-    "events",
-    "checkpoints",
-    "tasks",
-)
+StreamMode = Literal[
+    "values", "updates", "messages", "messages-tuple", "custom", "debug", "events", "checkpoints", "tasks"
+]
+STREAM_MODES: tuple[str, ...] = get_args(StreamMode)
 # A run's events reach the store at most this long after they happen while a client streams
 # it, every event of that window in one round trip, and the last ones with the run's end
 # (FINISH_RUN). A client streaming the run sees them this much later, where a token of a model

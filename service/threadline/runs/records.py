@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from threadline import access
 from threadline.access import Filters
@@ -44,9 +44,12 @@ from threadline.access import Filters
 if TYPE_CHECKING:
     from threadline.lease import HeldLease
 
-THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
-RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 ACTIVE_RUN_STATUSES = ("pending", "running")
+# Thread and run ids: ours are uuid4s, but a client may name a thread with any id of this shape
+# (on /v1 and the LangGraph API alike).
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # Statuses whose result (an error body) stays with the run's record.
 FAILED_RUN_STATUSES = ("error", "timeout")
 
@@ -71,7 +74,7 @@ class ThreadRecord:
     created_at: str
     updated_at: str
     metadata: dict[str, Any] = field(default_factory=dict)
-    status: str = "idle"
+    status: ThreadStatus = "idle"
 
 
 @dataclass
@@ -82,7 +85,7 @@ class RunRecord:
     assistant_id: str
     created_at: str
     updated_at: str
-    status: str
+    status: RunStatus
     metadata: dict[str, Any]
     multitask_strategy: str
     kwargs: dict[str, Any]

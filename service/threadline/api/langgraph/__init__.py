@@ -1,5 +1,6 @@
 """The LangGraph API (what ``langgraph-sdk`` and ``RemoteGraph`` call) at the root paths: one
-router per resource; bodies in :mod:`.bodies`; SSE in :mod:`.sse`."""
+router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starlette) in
+:mod:`.runs`, their stream slots in :mod:`threadline.api.streams`."""
 
 from threadline.api.langgraph import assistants, meta, protocol, runs, threads
 

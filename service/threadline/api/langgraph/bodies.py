@@ -12,13 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-StreamMode = Literal[
-    "values", "updates", "messages", "messages-tuple", "custom", "debug", "events", "checkpoints", "tasks"
-]
-ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
-RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
-ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-
+from threadline.runs.events import StreamMode
+from threadline.runs.records import ID_PATTERN, ThreadStatus
 
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
