@@ -34,13 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from threadline import metrics, redis_client
+from threadline import backoff, metrics, redis_client
 from threadline.errors import StoreUnavailable
 from threadline.redis_keys import fence_counter_key, lease_key
 
@@ -203,16 +202,15 @@ class RedisTurnLease:
             LeaseBusy: not free within ``wait_seconds``.
         """
         started = time.monotonic()
-        delay = 0.01
+        # Jittered, up to 100 ms: a lease is released within a few ms of a turn's end, and a
+        # dead holder's lease expires after lease_seconds.
+        waits = backoff.delays(0.01, 0.1, jitter=0.5)
         token = acquired
         while token is None and (token := await self._try_acquire(thread_id)) is None:
             if time.monotonic() - started >= self._wait:
                 metrics.LEASE_CONFLICTS.inc()
                 raise LeaseBusy(thread_id)
-            # Jittered backoff up to 100 ms: a lease is released within a few ms of a turn's
-            # end, and a dead holder's lease expires after lease_seconds.
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 0.1)
+            await asyncio.sleep(next(waits))
         metrics.LEASE_WAIT_SECONDS.observe(time.monotonic() - started)
         held = HeldLease(thread_id, token)
         renewer = asyncio.create_task(self._keep_renewed(held), name=f"lease-renew-{thread_id}")

@@ -9,6 +9,7 @@ import logging
 from collections import Counter
 from contextlib import AsyncExitStack
 
+from threadline import backoff
 from threadline.agent import build_graph, make_model
 from threadline.agent.registry import (
     CHAT,
@@ -102,7 +103,7 @@ class Runtime:
 
     async def connect(self, stack: AsyncExitStack) -> None:
         """Open the stores, retrying with back-off until they answer (or the app stops)."""
-        delay = RETRY_FIRST
+        waits = backoff.delays(RETRY_FIRST, RETRY_MAX)
         while True:
             attempt = AsyncExitStack()
             try:
@@ -111,11 +112,11 @@ class Runtime:
                 await attempt.aclose()
                 if not is_store_down(exc):
                     raise
+                delay = next(waits)
                 log.warning(
                     "stores not reachable; retrying", extra={"error": type(exc).__name__, "retry_in": delay}
                 )
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
                 continue
             stack.push_async_callback(attempt.aclose)
             graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)

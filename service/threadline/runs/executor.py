@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from threadline import metrics
+from threadline import backoff, metrics
 from threadline.checkpoint import delete_for_runs, store_errors
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
@@ -73,14 +73,13 @@ def _store_failures() -> tuple[type[Exception], ...]:
 async def _through_store_failures(run: RunRecord, doing: str, attempt: Callable[[int], Awaitable[_T]]) -> _T:
     """``attempt(retry)`` until it returns, waiting out a failing store (Redis restarting)
     with back-off from STORE_RETRY_SECONDS up to 1 s, at most STORE_RETRIES times."""
-    backoff = STORE_RETRY_SECONDS
+    waits = backoff.delays(STORE_RETRY_SECONDS, 1.0)
     for retry in range(STORE_RETRIES):
         try:
             return await attempt(retry)
         except _store_failures() as exc:
             log.warning(f"store failed {doing}", extra={"run_id": run.run_id, "error": type(exc).__name__})
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+            await asyncio.sleep(next(waits))
     return await attempt(STORE_RETRIES)
 
 
@@ -521,14 +520,13 @@ class Executor:
     async def _run_when_first(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
-        delay = QUEUE_POLL_SECONDS
+        waits = backoff.delays(QUEUE_POLL_SECONDS, 1.0)
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
                 raise _RunGone(run.run_id)
             if await self.adopt_if_orphan(run.thread_id, head):
-                delay = QUEUE_POLL_SECONDS
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+                waits = backoff.delays(QUEUE_POLL_SECONDS, 1.0)  # a new head: look again soon
+            await asyncio.sleep(next(waits))
         while True:
             # Taken with the run (create_and_start_run), which is "running" with its first
             # event already; adopted before the first await, so _let_go knows it is held here.
