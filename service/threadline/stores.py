@@ -22,7 +22,8 @@ from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
 from threadline.redis_client import async_client
-from threadline.runs.records import LocalRecordStore, RecordStore
+from threadline.runs.records import RecordStore
+from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 

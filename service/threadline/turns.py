@@ -42,7 +42,8 @@ from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas
-from threadline.runs.records import LocalRecordStore, RecordStore, ThreadRecord, now_iso
+from threadline.runs.records import RecordStore, ThreadRecord, now_iso
+from threadline.runs.records_local import LocalRecordStore
 
 log = logging.getLogger(__name__)
 

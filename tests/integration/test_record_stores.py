@@ -13,7 +13,6 @@ from threadline.redis_client import async_client
 from threadline.runs.records import (
     END_EVENT,
     CancelRequested,
-    LocalRecordStore,
     RecordStore,
     RunRecord,
     RunRejected,
@@ -21,6 +20,7 @@ from threadline.runs.records import (
     now_iso,
     shown_status,
 )
+from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from threadline.checkpoint.memory import RollbackInMemorySaver
 from threadline.lease import LocalTurnLease
 from threadline.runs.assistants import Assistants
 from threadline.runs.errors import Conflict, NotFound
-from threadline.runs.records import LocalRecordStore
+from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
 
