@@ -189,7 +189,7 @@ class RedisProbe:
 
     def count(self, saver: BaseCheckpointSaver) -> None:
         """Count the commands ``saver`` (threadline's) sends, by wrapping its I/O driver."""
-        from threadline.checkpoint.redis.saver import Commands, Script
+        from threadline.checkpoint.redis.steps import Commands, Script
 
         inner = saver._io_async  # type: ignore[attr-defined]
         sent = self.sent

@@ -22,7 +22,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from threadline.checkpoint.redis import RedisCheckpointSaver
-from threadline.checkpoint.redis.saver import RETAIN_BATCH
+from threadline.checkpoint.redis.writes import RETAIN_BATCH
 
 from servers import RedisServer
 

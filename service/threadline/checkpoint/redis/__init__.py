@@ -3,8 +3,11 @@
 ============  ==============================================================================
 module        holds
 ============  ==============================================================================
-``saver``     :class:`RedisCheckpointSaver`: operations written once as generators, sync and
-              async drivers, the public methods
+``saver``     :class:`RedisCheckpointSaver`: the sync and async drivers, the public methods
+``steps``     the I/O steps an operation yields to a driver (script, commands, scan, emit)
+``reads``     the read operations (load, get, list, delta history), written once as generators
+``writes``    the write operations (put, put_writes) and the memos of what this process wrote
+``upkeep``    the upkeep operations (retain, delete a thread or runs, copy a thread, prune)
 ``scripts``   the Lua scripts, each with its KEYS/ARGV/reply documented
 ``records``   the record format (netstrings the scripts can read) and field names; no I/O
 ``cache``     the decoded-value cache of one process
