@@ -73,6 +73,16 @@ class HeldLease:
     handed_off: bool = False
     released: bool = False
 
+    def token_to_release(self) -> str:
+        """The token a store script may delete the lease by, in the same step as its own
+        writes ("" when the lease is unfenced or released already); the script's caller then
+        says so with :meth:`released_by_store`."""
+        return self.token if self.token and not self.released else ""
+
+    def released_by_store(self) -> None:
+        """A store script deleted the lease (by :meth:`token_to_release`): nothing to release."""
+        self.released = True
+
 
 class TurnLease(Protocol):
     #: Lifetime of a lease in ms, for a store script that takes the lease itself (0: none can;

@@ -457,7 +457,7 @@ class RedisRecordStore:
             run_join_key(thread_id, run_id),
             *([] if self._cluster else [active_runs_key()]),
         ]
-        token = lease.token if lease is not None and not lease.released and lease.token else ""
+        token = lease.token_to_release() if lease is not None else ""
         finished = await self._finish_run(
             keys=keys,
             args=[
@@ -479,7 +479,7 @@ class RedisRecordStore:
             ],
         )
         if token:
-            lease.released = True  # type: ignore[union-attr]
+            lease.released_by_store()  # type: ignore[union-attr]
         if isinstance(finished, bytes):
             raise CancelRequested(_cancel_action(finished))
         if finished and self._cluster:
