@@ -44,6 +44,7 @@ from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas
 from threadline.runs.records import RecordStore, ThreadRecord, now_iso
 from threadline.runs.records_local import LocalRecordStore
+from threadline.runs.threads import thread_config
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +134,6 @@ def _stored_result(
     return None
 
 
-def _config(thread_id: str, fencing_token: str | None = None) -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": thread_id}
-    if fencing_token is not None:
-        configurable["fencing_token"] = fencing_token
-    return {"configurable": configurable}
-
-
 class Conversations:
     """Threads and turns over one compiled graph, one checkpointer and one turn lease.
 
@@ -173,7 +167,7 @@ class Conversations:
         self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def _owned_state(self, thread_id: str, principal: str, token: str | None = None):
-        state = await self.graph.aget_state(_config(thread_id, token))
+        state = await self.graph.aget_state(thread_config(thread_id, token=token))
         owner = state.values.get("owner") if state.values else None
         if owner is not None:
             self._remember_owner(thread_id, owner)
@@ -206,7 +200,7 @@ class Conversations:
         await self.quotas.reserve_thread(principal, thread_id)
         try:
             # The owner is stored in the thread's own state: it lives and dies with the thread.
-            await self.graph.aupdate_state(_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
+            await self.graph.aupdate_state(thread_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
         except BaseException:
             # Best effort: if the store is away the slot frees itself after the checkpoint TTL.
             with contextlib.suppress(Exception):
@@ -303,7 +297,7 @@ class Conversations:
         deadline = asyncio.timeout(self.turn_timeout)
         try:
             async with deadline, self.lease.hold(thread_id) as held:
-                config = _config(thread_id, held.token)
+                config = thread_config(thread_id, token=held.token)
                 state = await self._owned_state(thread_id, principal, held.token)
                 if state.tasks:
                     # A run that did not finish: its replica died or lost its lease, or the store
