@@ -39,9 +39,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from threadline import backoff, metrics, redis_client
+from threadline import metrics, redis_client
 from threadline.errors import StoreUnavailable
 from threadline.redis_keys import fence_counter_key, lease_key
+from threadline.retry import delays
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ class RedisTurnLease:
         started = time.monotonic()
         # Jittered, up to 100 ms: a lease is released within a few ms of a turn's end, and a
         # dead holder's lease expires after lease_seconds.
-        waits = backoff.delays(0.01, 0.1, jitter=0.5)
+        waits = delays(0.01, 0.1, jitter=0.5)
         token = acquired
         while token is None and (token := await self._try_acquire(thread_id)) is None:
             if time.monotonic() - started >= self._wait:

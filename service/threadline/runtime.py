@@ -9,7 +9,6 @@ import logging
 from collections import Counter
 from contextlib import AsyncExitStack
 
-from threadline import backoff
 from threadline.agent import build_graph, make_model
 from threadline.agent.registry import (
     CHAT,
@@ -23,6 +22,7 @@ from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
 from threadline.config import Settings
 from threadline.custom_auth import CustomAuth
+from threadline.retry import delays
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -103,7 +103,7 @@ class Runtime:
 
     async def connect(self, stack: AsyncExitStack) -> None:
         """Open the stores, retrying with back-off until they answer (or the app stops)."""
-        waits = backoff.delays(RETRY_FIRST, RETRY_MAX)
+        waits = delays(RETRY_FIRST, RETRY_MAX)
         while True:
             attempt = AsyncExitStack()
             try:

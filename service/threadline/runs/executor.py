@@ -25,11 +25,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from threadline import backoff, metrics
+from threadline import metrics
 from threadline.checkpoint import delete_for_runs, store_errors
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.retry import delays
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import NotFound
@@ -73,7 +74,7 @@ def _store_failures() -> tuple[type[Exception], ...]:
 async def _through_store_failures(run: RunRecord, doing: str, attempt: Callable[[int], Awaitable[_T]]) -> _T:
     """``attempt(retry)`` until it returns, waiting out a failing store (Redis restarting)
     with back-off from STORE_RETRY_SECONDS up to 1 s, at most STORE_RETRIES times."""
-    waits = backoff.delays(STORE_RETRY_SECONDS, 1.0)
+    waits = delays(STORE_RETRY_SECONDS, 1.0)
     for retry in range(STORE_RETRIES):
         try:
             return await attempt(retry)
@@ -520,12 +521,12 @@ class Executor:
     async def _run_when_first(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
-        waits = backoff.delays(QUEUE_POLL_SECONDS, 1.0)
+        waits = delays(QUEUE_POLL_SECONDS, 1.0)
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
                 raise _RunGone(run.run_id)
             if await self.adopt_if_orphan(run.thread_id, head):
-                waits = backoff.delays(QUEUE_POLL_SECONDS, 1.0)  # a new head: look again soon
+                waits = delays(QUEUE_POLL_SECONDS, 1.0)  # a new head: look again soon
             await asyncio.sleep(next(waits))
         while True:
             # Taken with the run (create_and_start_run), which is "running" with its first

@@ -1,4 +1,4 @@
-"""threadline.backoff: doubling waits up to a cap, jittered within the fraction asked for."""
+"""threadline.retry: doubling waits up to a cap, jittered within the fraction asked for."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from threadline.backoff import delays
+from threadline.retry import delays
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Exponential back-off, the one way threadline waits before trying again."""
+"""Exponential back-off with jitter: the one way threadline waits before trying again."""
 
 from __future__ import annotations
 
