@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of the README's "Reliability and security" (issue 10, ADR 0006), measured on one
+"""The figures of docs/reliability.md, "Reliability and security" (issue 10, ADR 0006), measured on one
 replica (a real process, ``python -m threadline serve``) over a real Redis on loopback:
 
 1. RSS growth while four clients each send a 300 MB chunked body at once, with and without
@@ -17,7 +17,7 @@ replica (a real process, ``python -m threadline serve``) over a real Redis on lo
    ``threads/search`` ``limit=1000`` over 40 such threads (before: +228 MB), and how long a
    stream of a finished run past its end stays open (before: forever);
 6. issue 18's run records (:func:`chat_storage`): what a 300-turn chat driven through
-   ``runs.wait`` holds in Redis, by kind of key, beside the README's sizing of the same
+   ``runs.wait`` holds in Redis, by kind of key, beside the sizing (docs/sizing.md) of the same
    conversation (before: 148 MB, 38 MB of it for 7 days).
 
     .venv/bin/python scripts/bench_abuse.py
@@ -246,7 +246,7 @@ def api_reads(redis: RedisServer) -> None:
         replica.kill()
 
 
-# The conversation of the README's Redis sizing (scripts/bench_checkpointers.py): a
+# The conversation of the Redis sizing (docs/sizing.md, scripts/bench_checkpointers.py): a
 # 240-character question, the built-in model's answer; 3.7 KB a turn plus its message text.
 QUESTION = "Tell me more about this, in some detail please. " * 5
 SIZING_PER_TURN = 3.7 * 1000
@@ -254,7 +254,7 @@ SIZING_PER_TURN = 3.7 * 1000
 
 def chat_storage(redis: RedisServer, turns: int = 300) -> None:
     """Bullet 4: the Redis memory of a ``turns``-turn chat through ``runs.wait``
-    (``MEMORY USAGE`` of the thread's keys, by kind) beside the README's sizing."""
+    (``MEMORY USAGE`` of the thread's keys, by kind) beside the sizing (docs/sizing.md)."""
     import redis as redis_py
 
     replica = ServiceProcess(redis_env(redis, QUOTA_THREAD_BYTES="0"), name="bench-chat").start()
@@ -272,7 +272,7 @@ def chat_storage(redis: RedisServer, turns: int = 300) -> None:
         kinds = ", ".join(f"{kind} {size / MB:.2f}" for kind, size in sorted(held.items()))
         print(
             f"{turns}-turn chat through runs.wait: Redis holds {total / MB:.2f} MB ({kinds}); "
-            f"README sizing {sizing / MB:.2f} MB: x{total / sizing:.2f}"
+            f"docs/sizing.md sizing {sizing / MB:.2f} MB: x{total / sizing:.2f}"
         )
     finally:
         replica.kill()

@@ -106,7 +106,7 @@ def main() -> int:
     differ = 0
     for probe, expected in reference.items():
         got = threadline[probe]
-        # Differences on purpose (README "Custom auth"): threadline serves its built-in `chat` too.
+        # Differences on purpose (docs/custom-auth.md): threadline serves its built-in `chat` too.
         if probe == "assistants alice sees":
             got = [g for g in got if g != "chat"]  # type: ignore[union-attr]
         mark = "same" if got == expected else "DIFFERENT"

@@ -22,7 +22,7 @@ the LangGraph API (langgraph-sdk, RemoteGraph, agent UIs) and its own /v1 chat A
 a pluggable checkpointer (SQLite, Redis, Postgres, ...)."""
 EPILOG = """\
 Configuration is read from the environment only (CHECKPOINT_BACKEND, API_KEYS, MODEL,
-LANGGRAPH_CONFIG, ...; the README's configuration table lists every variable); no command-line
+LANGGRAPH_CONFIG, ...; docs/configuration.md lists every variable); no command-line
 option or file sets it, except `serve --host/--port`."""
 
 

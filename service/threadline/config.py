@@ -83,7 +83,8 @@ class CheckpointSettings(_Group):
     # What the redis saver writes: 3 also stores a step's pending writes by reference to the
     # messages it appended (~half the memory of 2), 2 stores each list item (message) once, 1
     # every value whole as releases before format 2 did. A release reads every format up to
-    # its own. Upgrading a running deployment: roll out with the old format, then switch (README).
+    # its own. Upgrading a running deployment: roll out with the old format, then switch
+    # (docs/sizing.md, "Upgrading from format 2").
     redis_format: int = Field(default=3, ge=1, le=3)
     # Checkpoints kept per thread and namespace (never one a pending write or interrupt needs);
     # 0 keeps all.
@@ -217,9 +218,11 @@ class QuotaSettings(_Group):
 
     # Live threads per principal (a thread stops counting when deleted or expired).
     threads_per_principal: int = Field(default=1000, ge=0)
-    # Bytes of the messages clients send to one thread (UTF-8). Checkpoints store the message
-    # list again at every turn, so 1 MiB of messages is ~100 MiB of Redis (issue 10: 40 turns of
-    # 32 KB grew Redis by 123 MiB); with CHECKPOINT_KEEP_LAST it stays ~linear.
+    # Bytes of the messages clients send to one thread (UTF-8). The redis saver stores each
+    # message once (format 2 and later, issue 12), so a thread's Redis memory grows linearly with
+    # its length: with format 3 (the default) its message bytes plus ~3.7 KB a turn, ~6.8 KB
+    # through the LangGraph API (docs/sizing.md). Format 1 stored the whole list again at every
+    # turn (issue 10: 40 turns of 32 KB grew Redis by 123 MiB).
     thread_bytes: int = Field(default=1024 * 1024, ge=0)
     # Pending and running LangGraph API runs queued on one thread (issue 18: 2000 runs queued
     # on one thread took Redis from 4 to 11,102 commands/s and another tenant's p50 from 32 ms

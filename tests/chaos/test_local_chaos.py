@@ -45,7 +45,7 @@ DRAIN_SECONDS = 5.0
 # turn on another replica. Asserted relative to what a turn costs in the same run (p99 of the
 # turns that succeeded at once) plus 1 s for the client's retry, so a busy machine does not
 # fail it but a lease misconfigured to its 10 s default does. The product target is p99 <= 2 s
-# (README "Reliability" has the measured figures); CHAOS_KILL_RECOVERY_P99_MAX asserts an
+# (docs/reliability.md, "Chaos tests", has the measured figures); CHAOS_KILL_RECOVERY_P99_MAX asserts an
 # absolute bound too, for a quiet machine.
 KILL_RECOVERY_SLACK = 1.0
 KILL_RECOVERY_P99_MAX = float(os.environ.get("CHAOS_KILL_RECOVERY_P99_MAX", "inf"))

@@ -7,8 +7,8 @@ What the reference does, seen with the same graph (``graphs/steps.py``) and the 
 cancelled run is ``interrupted`` as soon as the cancel is accepted, streams no ``error`` event,
 ``join`` answers the thread's values, and the thread is ``interrupted`` (its state has a next
 step); the run an ``interrupt`` double-text stops ends the same way. threadline also rolls back
-on every backend that can delete a run's checkpoints (the README's compatibility notes say
-where it differs: a rolled-back run's record is kept).
+on every backend that can delete a run's checkpoints (docs/compatibility.md, "Runs and the v2
+protocol", says where it differs: a rolled-back run's record is kept).
 """
 
 from __future__ import annotations

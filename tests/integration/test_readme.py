@@ -1,4 +1,5 @@
-"""The README's curl and SDK sessions work as written against `make run`'s server (scripts/run-dev.sh)."""
+"""The README's curl and SDK sessions work as written against `make run`'s server (scripts/run-dev.sh),
+and the commands of its bash blocks and of docs/*.md name what exists in this checkout."""
 
 from __future__ import annotations
 
@@ -200,11 +201,100 @@ CHART_VERSION = re.search(r"^version: (\S+)$", (ROOT / "charts/threadline/Chart.
 OCI_CHART = "oci://ghcr.io/threadline/charts/threadline"
 
 
+# The README and the pages its long topics moved to (issue 20): their bash blocks are held to
+# the same truth.
+DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+
+
+def documented_commands() -> list[str]:
+    """The commands of every bash block of the README and of docs/*.md."""
+    return [c for path in DOCUMENTS for b in blocks(path.read_text(), "bash") for c in commands(b)]
+
+
 def readme_commands(prefix: str) -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    found = [c for b in blocks(readme, "bash") for c in commands(b) if c.startswith(prefix)]
+    found = [c for c in documented_commands() if c.startswith(prefix)]
     assert found, prefix
     return found
+
+
+def make_targets() -> set[str]:
+    """The targets the Makefile defines (`name:` rules; `NAME := value` is no rule)."""
+    rules = re.findall(r"^([\w.-]+(?:[ \t]+[\w.-]+)*)[ \t]*:(?!=)", (ROOT / "Makefile").read_text(), re.M)
+    return {target for rule in rules for target in rule.split()}
+
+
+# A word naming a file of this checkout: it must exist (a script, a values file, an example).
+REPO_PATH = re.compile(r"^(?:scripts|examples|charts|deployments|tests|service|docs|adr)/[\w./-]*$")
+
+
+def simple_commands(command: str) -> list[list[str]]:
+    """``command``'s simple commands (split at `|`, `&&`, `;`, `&`, `(`, `)`), as words, without
+    the `VAR=value` assignments before each."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    found: list[list[str]] = [[]]
+    for token in lexer:
+        if set(token) <= set("|&;()<>"):
+            found.append([])
+        elif found[-1] or not re.match(r"^[A-Za-z_]\w*=", token):
+            found[-1].append(token)
+    return [words for words in found if words]
+
+
+def missing(text: str, targets: set[str]) -> list[str]:
+    """What the bash blocks of ``text`` (and its inline `make …` spans) name that this checkout
+    lacks: a make target the Makefile does not define, a repository file that is not there, a
+    script run by its path that is not executable."""
+    problems = [
+        f"make {target}: no such target"
+        for target in re.findall(r"`make ([a-z][\w-]*)", text)
+        if target not in targets
+    ]
+    for block in blocks(text, "bash"):
+        for command in commands(block):
+            for words in simple_commands(command):
+                if words[0] == "make":
+                    for word in words[1:]:
+                        if not word.startswith("-") and "=" not in word and word not in targets:
+                            problems.append(f"{command}: make target {word!r} does not exist")
+                for i, word in enumerate(words):
+                    path = word.rsplit("=", 1)[-1]
+                    if not REPO_PATH.match(path):
+                        continue
+                    if not (ROOT / path).exists():
+                        problems.append(f"{command}: {path} does not exist")
+                    elif i == 0 and not os.access(ROOT / path, os.X_OK):
+                        problems.append(f"{command}: {path} is run but not executable")
+    return problems
+
+
+def test_documented_make_targets_and_scripts_exist():
+    """Every make target and repository file the README's and docs/*.md's bash blocks use exists
+    (and a script they run is executable), so a command that moved to docs/ is still checked."""
+    targets = make_targets()
+    assert {"run", "test", "help", "bench", "chaos"} <= targets
+    problems = {path.name: missing(path.read_text(), targets) for path in DOCUMENTS}
+    assert not any(problems.values()), problems
+    # The scan sees what it should: the newcomer's commands and those that moved to docs/.
+    used = [words for c in documented_commands() for words in simple_commands(c)]
+    made = {w for words in used if words[0] == "make" for w in words[1:]}
+    assert {"run", "test", "chaos", "kind-test", "bench", "bench-service", "bench-api"} <= made, made
+    run = {words[0] for words in used if REPO_PATH.match(words[0])}
+    assert {"scripts/kind-up.sh", "scripts/chaos.py", "scripts/kind-down.sh"} <= run, run
+
+
+def test_the_command_scan_fails_on_a_missing_target_or_script():
+    text = (
+        "Run `make bench-nothing`.\n\n```bash\nmake run no-such-target EXTRAS=openai\n"
+        "KEY=1 scripts/no-such.sh --x && helm install t charts/threadline -f charts/nowhere.yaml\n"
+        "scripts/release.sh\nREADME.md\n```\n"
+    )
+    found = missing(text, make_targets())
+    assert len(found) == 4, found
+    assert "make bench-nothing: no such target" in found
+    assert any("'no-such-target'" in p for p in found) and not any("'run'" in p for p in found)
+    assert any("scripts/no-such.sh does not exist" in p for p in found)
+    assert any("charts/nowhere.yaml does not exist" in p for p in found)
 
 
 def as_template(command: str) -> str:
@@ -286,9 +376,9 @@ def test_readme_image_commands_fit_the_dockerfiles():
     assert f"ARG THREADLINE_IMAGE=ghcr.io/threadline/threadline:{app_version}\n" in example
     values = (ROOT / "charts/threadline/values.yaml").read_text()
     assert "  repository: ghcr.io/threadline/threadline\n" in values
-    # every provider extra the README names for the image or `make run` has its lock
-    readme = (ROOT / "README.md").read_text()
-    named = re.findall(r"(?:make image|make run|--build-arg) EXTRAS=([\w,-]+)", readme)
+    # every provider extra the README (or docs/) names for the image or `make run` has its lock
+    text = "\n".join(path.read_text() for path in DOCUMENTS)
+    named = re.findall(r"(?:make image|make run|--build-arg) EXTRAS=([\w,-]+)", text)
     assert named
     for extra in {e for group in named for e in group.split(",")}:
         assert (ROOT / "service" / f"requirements-{extra}.lock").is_file(), extra

@@ -2,7 +2,7 @@
 bullet 4), and what a join answers once it is gone, against real replicas on a real Redis.
 
 A 300-turn chat driven through ``runs.wait`` held 163 MB (121 MB of events, 40 MB of results
-kept 7 days) where the README sizes the same conversation at 1.2 MB: every run kept its
+kept 7 days) where docs/sizing.md sizes the same conversation at 1.2 MB: every run kept its
 ``values`` events and its result, each the whole state. Now a run's events stay only while a
 client can ask for them (``stream_resumable``, or a client streaming the run or its thread) and
 its result only for the joiners waiting as it ends; a later join answers from the thread, as
@@ -24,14 +24,14 @@ from servers import redis_env, thread_memory
 pytestmark = pytest.mark.integration
 
 GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
-# The conversation the README's "Redis memory sizing" measures: a 240-character question and
+# The conversation docs/sizing.md measures: a 240-character question and
 # the built-in model's answer a turn, sized at 3.7 KB a turn plus the message text.
 QUESTION = "Tell me more about this, in some detail please. " * 5
 SIZING_PER_TURN = 3700
 TURNS = 300
 
 
-def test_a_300_turn_chat_through_runs_wait_holds_at_most_twice_the_readme_sizing(redis_server, start_replica):
+def test_a_300_turn_chat_through_runs_wait_holds_at_most_twice_the_sizing(redis_server, start_replica):
     replica = start_replica(redis_env(redis_server, QUOTA_THREAD_BYTES="0"), "chat")
     http = httpx.Client(base_url=replica.url, headers={"x-api-key": API_KEY}, timeout=60)
     thread = http.post("/threads", json={}).json()["thread_id"]
