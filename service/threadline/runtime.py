@@ -140,11 +140,7 @@ class Runtime:
                 graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)
             )
             self.conversations = Conversations(
-                chat,
-                stores.lease,
-                stores.records,
-                stores.quotas,
-                turn_timeout=self.settings.turn.timeout_seconds,
+                self.threads, chat, turn_timeout=self.settings.turn.timeout_seconds
             )
             self.stores = stores
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})

@@ -15,9 +15,13 @@ Human messages keep the client's id and replies get ``<id>.reply``; LangGraph's
 ``add_messages`` merges by id, so even a turn that is run twice cannot add a second copy of
 either. The lease's fencing token rides along in the config to every checkpoint write.
 
-A ``/v1`` thread also gets a LangGraph API thread record (graph ``chat``), so it is listed by
-the API's thread search; its owner stays in its state too, which replicas of the previous
-release read (ADR 0009).
+``/v1`` is an adapter over the LangGraph API's layers: its threads are :class:`Threads`
+(graph ``chat``; one owner model, one lifecycle, listed by the API's thread search), its
+errors are the runs layer's kinds, and its graph runs through the same
+:func:`~threadline.runs.graph_io.stream_graph` as every run. What stays its own is its
+contract: a turn waits for the thread's lease (409 when it stays busy), has a deadline (504)
+and is exactly-once by message id. The owner also stays in a ``/v1`` thread's state, which
+replicas of the previous release read (ADR 0009).
 """
 
 from __future__ import annotations
@@ -29,22 +33,22 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from threadline import metrics
 from threadline.agent.graph import MODEL_NODE, REPLY_SUFFIX
 from threadline.checkpoint.errors import FencedError
-from threadline.config import QuotaSettings
-from threadline.lease import HeldLease, LeaseBusy, TurnLease
-from threadline.quotas import LocalQuotas, QuotaExceeded, Quotas
-from threadline.runs.records import RecordStore, ThreadRecord, now_iso
-from threadline.runs.records_local import LocalRecordStore
-from threadline.runs.threads import thread_config
+from threadline.lease import HeldLease, LeaseBusy
+from threadline.quotas import QuotaExceeded
+from threadline.runs.errors import Conflict, NotFound
+from threadline.runs.graph_io import stream_graph
+from threadline.runs.threads import Threads, thread_config
 
 log = logging.getLogger(__name__)
 
@@ -52,32 +56,27 @@ OWNER_CACHE_SIZE = 100_000
 
 __all__ = [
     "Conversations",
-    "IdempotencyConflict",
     "LeaseBusy",
-    "LeaseLost",
     "QuotaExceeded",
-    "ThreadNotFound",
+    "RunningTurn",
     "TurnResult",
     "TurnTimeout",
     "check_message_id",
 ]
 
 
-class ThreadNotFound(Exception):
-    """No such thread for this principal (another principal's thread looks the same)."""
-
-
-class IdempotencyConflict(Exception):
-    """A message id was reused with different content."""
-
-
-class LeaseLost(Exception):
-    """The turn's lease expired while it ran (paused or cut-off replica); nothing was written."""
-
-
 class TurnTimeout(Exception):
     """The turn ran past ``TURN_TIMEOUT_SECONDS``: its model call was cancelled, its lease
     released, and what it had not committed is finished by the thread's next turn."""
+
+
+def message_id_reused() -> Conflict:
+    return Conflict("message_id_reused", "this message id was already used with different content")
+
+
+def lease_lost() -> Conflict:
+    """The turn's lease expired while it ran (paused or cut-off replica); nothing was written."""
+    return Conflict("lease_lost", "the turn lost its lease before it could be stored; retry")
 
 
 @dataclass(frozen=True)
@@ -121,12 +120,12 @@ def _stored_result(
     """The turn of ``message_id`` if the thread holds it with its reply, else None.
 
     Raises:
-        IdempotencyConflict: the id was used with different content.
+        Conflict: ``message_id_reused``, the id was used with different content.
     """
     for i, message in enumerate(messages):
         if message.id == message_id:
             if message.content != content:
-                raise IdempotencyConflict(message_id)
+                raise message_id_reused()
             if i + 1 < len(messages):
                 reply = messages[i + 1]
                 return TurnResult(thread_id, _turn_of(messages, i), str(reply.id), str(reply.content))
@@ -135,45 +134,26 @@ def _stored_result(
 
 
 class Conversations:
-    """Threads and turns over one compiled graph, one checkpointer and one turn lease.
+    """``/v1`` threads and turns: one turn at a time per thread, over the API's threads.
 
     Args:
-        graph: the compiled graph (its checkpointer holds the threads).
-        lease: one turn at a time per thread.
-        records: the LangGraph API's thread records (a /v1 thread is visible there too).
-        quotas: per-tenant limits (default: in-process, from the default settings).
+        threads: the LangGraph API's threads layer (records, owners, quotas, the turn lease).
+        graph: the compiled chat graph (its checkpointer is the threads').
         turn_timeout: seconds a turn may run (lease wait included) before it is cancelled.
     """
 
-    def __init__(
-        self,
-        graph: CompiledStateGraph,
-        lease: TurnLease,
-        records: RecordStore | None = None,
-        quotas: Quotas | None = None,
-        turn_timeout: float = 120.0,
-    ) -> None:
+    def __init__(self, threads: Threads, graph: CompiledStateGraph, turn_timeout: float = 120.0) -> None:
+        self.threads = threads
         self.graph = graph
-        self.lease = lease
-        self.records: RecordStore = records if records is not None else LocalRecordStore()
-        self.quotas = quotas if quotas is not None else LocalQuotas(QuotaSettings())
+        self.lease = threads.lease
         self.turn_timeout = turn_timeout
         self.checkpointer = graph.checkpointer
         self.in_flight = 0
         self.idle = asyncio.Event()  # set while no turn runs; a drain waits on it
         self.idle.set()
-        # Owners never change, so a replica remembers them: a turn then needs one state read
-        # (under the lease) instead of two. Bounded; a miss costs one read.
+        # Owners never change, so a replica remembers them: a turn then needs no record read
+        # before its lease. Bounded; a miss costs one read.
         self._owners: OrderedDict[str, str] = OrderedDict()
-
-    async def _owned_state(self, thread_id: str, principal: str, token: str | None = None):
-        state = await self.graph.aget_state(thread_config(thread_id, token=token))
-        owner = state.values.get("owner") if state.values else None
-        if owner is not None:
-            self._remember_owner(thread_id, owner)
-        if owner != principal:
-            raise ThreadNotFound(thread_id)
-        return state
 
     def _remember_owner(self, thread_id: str, owner: str) -> None:
         self._owners[thread_id] = owner
@@ -183,12 +163,24 @@ class Conversations:
 
     async def _check_owner(self, thread_id: str, principal: str) -> None:
         """Refuse a thread the principal does not own, before taking its lease (so requests
-        for unknown threads never write a lease key)."""
+        for unknown threads never write a lease key).
+
+        Raises:
+            NotFound: no such thread, or another principal's.
+        """
         owner = self._owners.get(thread_id)
         if owner is None:
-            await self._owned_state(thread_id, principal)
-        elif owner != principal:
-            raise ThreadNotFound(thread_id)
+            owner = (await self.threads.record(principal, thread_id)).owner
+            self._remember_owner(thread_id, owner)
+        if owner != principal:
+            raise NotFound("thread")
+
+    async def _state(self, thread_id: str, token: str | None = None):
+        """The thread's state; NotFound once it is deleted (the owner may be cached)."""
+        state = await self.graph.aget_state(thread_config(thread_id, token=token))
+        if not state.values:
+            raise NotFound("thread")
+        return state
 
     async def create_thread(self, principal: str) -> str:
         """A new thread owned by ``principal``.
@@ -197,22 +189,20 @@ class Conversations:
             QuotaExceeded: the principal has ``QUOTA_THREADS_PER_PRINCIPAL`` threads.
         """
         thread_id = uuid.uuid4().hex
-        await self.quotas.reserve_thread(principal, thread_id)
+        await self.threads.create(principal, thread_id, server_metadata={"graph_id": "chat"})
         try:
-            # The owner is stored in the thread's own state: it lives and dies with the thread.
+            # The owner in the thread's state too, for replicas of the previous release.
             await self.graph.aupdate_state(thread_config(thread_id), {"owner": principal}, as_node=MODEL_NODE)
         except BaseException:
-            # Best effort: if the store is away the slot frees itself after the checkpoint TTL.
-            with contextlib.suppress(Exception):
-                await self.quotas.release_thread(principal, thread_id)
+            with contextlib.suppress(Exception):  # best effort: else the records' TTL collects it
+                await asyncio.shield(self.threads.delete(principal, thread_id))
             raise
-        now = now_iso()
-        await self.records.create_thread(ThreadRecord(thread_id, principal, now, now, {"graph_id": "chat"}))
         self._remember_owner(thread_id, principal)
         return thread_id
 
     async def thread(self, thread_id: str, principal: str) -> dict[str, Any]:
-        messages = (await self._owned_state(thread_id, principal)).values.get("messages", [])
+        await self._check_owner(thread_id, principal)
+        messages = (await self._state(thread_id)).values.get("messages", [])
         return {
             "thread_id": thread_id,
             "messages": [{"id": m.id, "role": _role(m), "content": m.content} for m in messages],
@@ -252,17 +242,12 @@ class Conversations:
             before = found.config
             del found  # drop the decoded values before the next read
         if not history:  # every thread has its creation checkpoint: deleted (the owner was cached)
-            raise ThreadNotFound(thread_id)
+            raise NotFound("thread")
         return history
 
     async def delete(self, thread_id: str, principal: str) -> None:
-        await self._owned_state(thread_id, principal)
-        # Under the lease, so no turn is half-way through writing the thread we delete.
-        async with self.lease.hold(thread_id):
-            await self.checkpointer.adelete_thread(thread_id)
-            await self.records.delete_thread(thread_id)
+        await self.threads.delete(principal, thread_id)  # under the lease, as every thread's
         self._owners.pop(thread_id, None)
-        await self.quotas.release_thread(principal, thread_id)
 
     async def run_turn(self, thread_id: str, principal: str, message_id: str, content: str) -> TurnResult:
         """One turn, to completion. See :meth:`stream_turn`."""
@@ -285,7 +270,8 @@ class Conversations:
         turn with ``tokens=False`` (which skips LangChain's per-token callbacks).
 
         Raises:
-            ThreadNotFound, LeaseBusy, LeaseLost, IdempotencyConflict; store errors as raised.
+            NotFound, LeaseBusy, TurnTimeout, QuotaExceeded; Conflict (``lease_lost``,
+            ``message_id_reused``); store errors as raised.
         """
         started = time.monotonic()
         await self._check_owner(thread_id, principal)
@@ -298,7 +284,7 @@ class Conversations:
         try:
             async with deadline, self.lease.hold(thread_id) as held:
                 config = thread_config(thread_id, token=held.token)
-                state = await self._owned_state(thread_id, principal, held.token)
+                state = await self._state(thread_id, held.token)
                 if state.tasks:
                     # A run that did not finish: its replica died or lost its lease, or the store
                     # failed between a step's writes and the checkpoint that commits them.
@@ -307,15 +293,16 @@ class Conversations:
                     log.info("finishing interrupted run", extra={"thread_id": thread_id})
                     async for _ in self._stream_graph(config, None, held, tokens=False):
                         pass
-                    state = await self._owned_state(thread_id, principal, held.token)
+                    state = await self._state(thread_id, held.token)
 
                 messages = state.values.get("messages", [])
                 result = _stored_result(thread_id, messages, message_id, content)
                 if result is not None:
                     outcome = "stored"
                 else:
-                    if not any(m.id == message_id for m in messages):  # not counted yet
-                        await self.quotas.add_message_bytes(principal, thread_id, len(content.encode()))
+                    quotas = self.threads.quotas
+                    if quotas is not None and not any(m.id == message_id for m in messages):
+                        await quotas.add_message_bytes(principal, thread_id, len(content.encode()))
                     final: dict[str, Any] = {}
                     human = HumanMessage(content=content, id=message_id)
                     async for item in self._stream_graph(config, {"messages": [human]}, held, tokens):
@@ -342,7 +329,7 @@ class Conversations:
         except FencedError:
             outcome = "fenced"
             metrics.LEASE_LOST.inc()
-            raise LeaseLost(thread_id) from None
+            raise lease_lost() from None
         except LeaseBusy:
             outcome = "busy"
             raise
@@ -356,22 +343,73 @@ class Conversations:
     async def _stream_graph(
         self, config: dict[str, Any], graph_input: dict[str, Any] | None, held: HeldLease, tokens: bool
     ) -> AsyncIterator[str | dict]:
-        """Run the graph (``graph_input`` None resumes an unfinished run); yield token strings
-        (if ``tokens``), then the final state values."""
+        """Run the graph as every run does (``graph_input`` None resumes an unfinished run);
+        yield token strings (if ``tokens``), then the final state values."""
         final: dict[str, Any] = {}
-        modes = ["messages", "values"] if tokens else ["values"]
-        async for mode, data in self.graph.astream(graph_input, config, stream_mode=modes, durability="sync"):
+        parts = stream_graph(self.graph, graph_input, config, {}, ["messages"] if tokens else [])
+        async for _ns, mode, data in parts:
             if held.lost.is_set():
-                raise LeaseLost(config["configurable"]["thread_id"])
+                raise FencedError(config["configurable"]["thread_id"])
             if mode == "values":
                 final = data
-                continue
-            chunk, meta = data
-            # Only the model's streamed chunks; the node's final message repeats them whole.
-            if (
-                isinstance(chunk, AIMessageChunk)
-                and chunk.content
-                and meta.get("langgraph_node") == MODEL_NODE
-            ):
-                yield str(chunk.content)
+            elif mode == "messages":
+                chunk, meta = data
+                # Only the model's streamed chunks; the node's final message repeats them whole.
+                if (
+                    isinstance(chunk, AIMessageChunk)
+                    and chunk.content
+                    and meta.get("langgraph_node") == MODEL_NODE
+                ):
+                    yield str(chunk.content)
         yield final
+
+
+class RunningTurn:
+    """A streamed turn running in a task of its own.
+
+    The graph run must start, run and be cancelled in one task: LangGraph binds its step
+    machinery to the task that entered it. A streaming response reads the first item in the
+    request's task and the rest in the response's task; reading through this queue keeps the
+    run in one place, and :meth:`cancel` (client gone) cancels the model call promptly.
+    """
+
+    _END = object()
+
+    def __init__(self, turn: AsyncIterator[str | TurnResult]) -> None:
+        self._items: asyncio.Queue[object] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(turn), name="turn")
+
+    async def _run(self, turn: AsyncIterator[str | TurnResult]) -> None:
+        try:
+            async with contextlib.aclosing(turn):
+                async for item in turn:
+                    self._items.put_nowait(item)
+        except Exception as exc:  # handed to the reader, who maps it to a status or event
+            self._items.put_nowait(exc)
+        finally:
+            self._items.put_nowait(self._END)
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the turn's task has ended, however it ended."""
+        self._task.add_done_callback(lambda _: callback())
+
+    async def next(self) -> str | TurnResult | None:
+        """The next token or the result; None when the turn is over.
+
+        Raises:
+            whatever the turn raised.
+        """
+        item = await self._items.get()
+        if item is self._END:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item  # type: ignore[return-value]
+
+    async def cancel(self) -> None:
+        """Stop the turn (if still running) and wait, bounded, for its clean-up."""
+        if not self._task.done():
+            self._task.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

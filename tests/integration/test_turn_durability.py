@@ -19,6 +19,9 @@ from threadline.agent.builtin import BuiltinChatModel
 from threadline.agent.graph import build_graph
 from threadline.checkpoint.redis import RedisCheckpointSaver
 from threadline.lease import RedisTurnLease
+from threadline.runs.assistants import Assistants
+from threadline.runs.records_local import LocalRecordStore
+from threadline.runs.threads import Threads
 from threadline.turns import Conversations
 
 pytestmark = pytest.mark.integration
@@ -52,7 +55,9 @@ async def test_the_human_message_is_durable_before_the_model_runs(redis_server) 
     try:
         lease = RedisTurnLease(client, lease_seconds=5, wait_seconds=1, counter_ttl_seconds=60)
         model = Witness(reader=reader)
-        conversations = Conversations(build_graph(model, saver), lease)
+        graph = build_graph(model, saver)
+        threads = Threads(LocalRecordStore(), Assistants({"chat": graph}), lease, saver)
+        conversations = Conversations(threads, graph)
         model.thread_id = await conversations.create_thread("alice")
         for content in ("first", "second"):
             await conversations.run_turn(model.thread_id, "alice", uuid.uuid4().hex, content)

@@ -7,7 +7,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from threadline.agent.graph import reply_id_for
-from threadline.turns import IdempotencyConflict, _stored_result, _turn_of, check_message_id
+from threadline.runs.errors import Conflict
+from threadline.turns import _stored_result, _turn_of, check_message_id
 
 pytestmark = pytest.mark.unit
 
@@ -59,8 +60,9 @@ def test_an_unfinished_or_unknown_message_has_no_stored_result() -> None:
 
 
 def test_an_id_reused_with_other_content_is_a_conflict() -> None:
-    with pytest.raises(IdempotencyConflict):
+    with pytest.raises(Conflict) as conflict:
         _stored_result("t", conversation(), "m1", "not one")
+    assert conflict.value.code == "message_id_reused"
 
 
 def test_turns_count_human_messages() -> None:

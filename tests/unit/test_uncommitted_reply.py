@@ -37,12 +37,15 @@ async def test_a_reply_served_to_a_retry_is_kept_by_the_next_turn() -> None:
     from threadline.agent.builtin import BuiltinChatModel
     from threadline.agent.graph import build_graph
     from threadline.lease import LocalTurnLease
+    from threadline.runs.assistants import Assistants
+    from threadline.runs.records_local import LocalRecordStore
+    from threadline.runs.threads import Threads
     from threadline.turns import Conversations
 
     saver = CrashBeforeCommit()
-    conversations = Conversations(
-        build_graph(BuiltinChatModel(token_delay_ms=0), saver), LocalTurnLease(wait_seconds=1)
-    )
+    graph = build_graph(BuiltinChatModel(token_delay_ms=0), saver)
+    threads = Threads(LocalRecordStore(), Assistants({"chat": graph}), LocalTurnLease(wait_seconds=1), saver)
+    conversations = Conversations(threads, graph)
     thread = await conversations.create_thread("p")
     await conversations.run_turn(thread, "p", "m1", "one")
 

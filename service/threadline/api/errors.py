@@ -18,15 +18,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from threadline.checkpoint import store_errors
+from threadline.lease import LeaseBusy
+from threadline.quotas import QuotaExceeded
 from threadline.runs.errors import Conflict, Invalid, NotFound
-from threadline.turns import (
-    IdempotencyConflict,
-    LeaseBusy,
-    LeaseLost,
-    QuotaExceeded,
-    ThreadNotFound,
-    TurnTimeout,
-)
+from threadline.turns import TurnTimeout
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +49,7 @@ def unavailable(message: str) -> ApiError:
 
 # Domain exceptions → (status, code, message).
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
-    ThreadNotFound: (404, "thread_not_found", "no such thread"),
     LeaseBusy: (409, "thread_busy", "another turn is running on this thread; retry"),
-    LeaseLost: (409, "lease_lost", "the turn lost its lease before it could be stored; retry"),
-    IdempotencyConflict: (
-        409,
-        "message_id_reused",
-        "this message id was already used with different content",
-    ),
     TurnTimeout: (
         504,
         "turn_timeout",
@@ -73,6 +61,18 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str, str]] = {
 def quota_error(exc: QuotaExceeded) -> ApiError:
     """429 ``quota_exceeded`` naming the limit (its variable and value)."""
     return ApiError(429, "quota_exceeded", f"quota exceeded: {exc.setting}={exc.limit}")
+
+
+def described(exc: Exception) -> tuple[int, str, str] | None:
+    """``(status, code, message)`` of a domain error (the runs layer's kinds, a busy lease, a
+    turn's timeout); None for any other exception."""
+    if isinstance(exc, NotFound):
+        return 404, exc.code, exc.message
+    if isinstance(exc, Conflict):
+        return 409, exc.code, exc.message
+    if isinstance(exc, Invalid):
+        return exc.status, "invalid_request", exc.message
+    return DOMAIN_ERRORS.get(type(exc))
 
 
 def install(app: FastAPI, backend: str) -> None:
@@ -105,23 +105,11 @@ def install(app: FastAPI, backend: str) -> None:
         return error_response(err.status, err.code, err.message)
 
     # The runs/threads layer writes these messages itself (never from stored data or a driver).
-    @app.exception_handler(NotFound)
-    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return error_response(404, "not_found", exc.message)
+    async def _domain(_: Request, exc: Exception) -> JSONResponse:
+        status, code, message = described(exc) or (500, "internal", "internal error")
+        return error_response(status, code, message)
 
-    @app.exception_handler(Invalid)
-    async def _invalid_run(_: Request, exc: Invalid) -> JSONResponse:
-        return error_response(exc.status, "invalid_request", exc.message)
-
-    @app.exception_handler(Conflict)
-    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
-        return error_response(409, exc.code, exc.message)
-
-    for exc_type, (status, code, message) in DOMAIN_ERRORS.items():
-
-        async def _domain(_: Request, __: Exception, s=status, c=code, m=message) -> JSONResponse:
-            return error_response(s, c, m)
-
+    for exc_type in (NotFound, Invalid, Conflict, *DOMAIN_ERRORS):
         app.add_exception_handler(exc_type, _domain)
 
     for exc_type in store_errors(backend):

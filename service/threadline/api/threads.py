@@ -14,12 +14,11 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from threadline import metrics
 from threadline.api.deps import ConversationsDep, Principal, RuntimeDep, ThreadId
-from threadline.api.errors import DOMAIN_ERRORS, ApiError
+from threadline.api.errors import ApiError, described
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
-from threadline.api.turn_stream import RunningTurn
 from threadline.checkpoint import is_store_down
-from threadline.turns import TurnResult, check_message_id
+from threadline.turns import RunningTurn, TurnResult, check_message_id
 
 log = logging.getLogger(__name__)
 
@@ -152,11 +151,12 @@ async def _events(
                 yield ServerSentEvent(json.dumps({"token": item}), event="token")
             item = await turn.next()
     except Exception as exc:
-        if not (is_store_down(exc) or type(exc) in DOMAIN_ERRORS):
-            raise
-        status, code, message = DOMAIN_ERRORS.get(
-            type(exc), (503, "unavailable", "a store is unreachable; retry")
+        error = described(exc) or (
+            (503, "unavailable", "a store is unreachable; retry") if is_store_down(exc) else None
         )
+        if error is None:
+            raise
+        status, code, message = error
         log.warning("turn failed mid-stream", extra={"error": type(exc).__name__, "status": status})
         yield ServerSentEvent(json.dumps({"error": {"code": code, "message": message}}), event="error")
     finally:

@@ -9,7 +9,7 @@ class NotFound(Exception):
 
     def __init__(self, what: str) -> None:
         super().__init__(what)
-        self.message = f"no such {what}"
+        self.code, self.message = f"{what}_not_found", f"no such {what}"
 
 
 class Invalid(Exception):

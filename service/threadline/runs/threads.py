@@ -129,10 +129,12 @@ class Threads:
         thread_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         if_exists: str = "raise",
+        server_metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A new thread (``if_exists``: ``raise`` → Conflict, ``do_nothing`` → the existing one).
-        Its metadata counts toward its ``QUOTA_THREAD_BYTES``; a creation that fails after its
-        thread slot was taken gives the slot back.
+        Its ``metadata`` counts toward its ``QUOTA_THREAD_BYTES``, ``server_metadata`` (set by
+        the server, not the client) does not; a creation that fails after its thread slot was
+        taken gives the slot back.
 
         Raises:
             Conflict: the principal has a thread with this id (``if_exists=raise``).
@@ -142,7 +144,9 @@ class Threads:
         """
         thread_id = thread_id or str(uuid.uuid4())
         now = now_iso()
-        record = ThreadRecord(thread_id, principal, now, now, dict(metadata or {}), "idle")
+        record = ThreadRecord(
+            thread_id, principal, now, now, {**(metadata or {}), **(server_metadata or {})}, "idle"
+        )
         if not await self.exists(thread_id):
             await self._reserve(principal, thread_id)  # QuotaExceeded: nothing stored
             try:
