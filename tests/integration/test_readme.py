@@ -382,3 +382,35 @@ def test_readme_image_commands_fit_the_dockerfiles():
     assert named
     for extra in {e for group in named for e in group.split(",")}:
         assert (ROOT / "service" / f"requirements-{extra}.lock").is_file(), extra
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub makes of ``path``'s headings (lowercased, punctuation but `-` dropped,
+    spaces as `-`), fenced blocks left out."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, re.M)
+    }
+
+
+def test_readme_and_docs_links_resolve():
+    """Every relative link of the README and docs/*.md names a file of this checkout and, with a
+    `#fragment`, a heading of that page: a section that moved to docs/ (issue 20) leaves no
+    link behind to where it was. Each page opens with its title and what it covers."""
+    broken = []
+    for path in DOCUMENTS:
+        text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, fragment = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.name}: {target} (no such file)")
+            elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+                broken.append(f"{path.name}: {target} (no such heading)")
+    assert not broken, broken
+    for path in DOCUMENTS[1:]:
+        title, blank, first = path.read_text().split("\n", 3)[:3]
+        assert title.startswith("# ") and not blank and first, path.name
