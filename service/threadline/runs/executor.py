@@ -21,33 +21,23 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from threadline import metrics
-from threadline.checkpoint import delete_for_runs, store_errors
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
-from threadline.retry import delays
+from threadline.retry import STORE_RETRY_SECONDS, delays, store_failures, through_store_failures
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import NotFound
-from threadline.runs.events import Emitter, EventLog
-from threadline.runs.graph_io import (
-    close_open_tool_calls,
-    graph_input,
-    run_config,
-    stream_graph,
-    values_result,
-)
+from threadline.runs.events import EventLog
+from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import ACTIVE_RUN_STATUSES, CancelRequested, RecordStore, RunRecord
-from threadline.runs.threads import Threads, thread_config
+from threadline.runs.threads import Threads
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 # Between two looks at the thread's queue while an enqueued run waits its turn.
 QUEUE_POLL_SECONDS = 0.05
@@ -57,31 +47,6 @@ STATELESS_GRACE_SECONDS = 60.0
 # Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
 # within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
 SWEEP_SECONDS = 0.5
-# First wait before a run whose store failed runs again (doubling up to 1 s): a Redis restart
-# with AOF takes ~0.3 s here.
-STORE_RETRY_SECONDS = 0.1
-# ... at most this many times in a row (about a minute), then the run ends as an error.
-STORE_RETRIES = 60
-
-
-def _store_failures() -> tuple[type[Exception], ...]:
-    """A store failing right now (:func:`threadline.checkpoint.store_errors`, of the backends
-    loaded by now); not the builtin ConnectionError / TimeoutError that a graph's own code
-    raises (a model provider timing out), which end the run as an error."""
-    return tuple(e for e in store_errors() if e not in (ConnectionError, TimeoutError))
-
-
-async def _through_store_failures(run: RunRecord, doing: str, attempt: Callable[[int], Awaitable[_T]]) -> _T:
-    """``attempt(retry)`` until it returns, waiting out a failing store (Redis restarting)
-    with back-off from STORE_RETRY_SECONDS up to 1 s, at most STORE_RETRIES times."""
-    waits = delays(STORE_RETRY_SECONDS, 1.0)
-    for retry in range(STORE_RETRIES):
-        try:
-            return await attempt(retry)
-        except _store_failures() as exc:
-            log.warning(f"store failed {doing}", extra={"run_id": run.run_id, "error": type(exc).__name__})
-            await asyncio.sleep(next(waits))
-    return await attempt(STORE_RETRIES)
 
 
 class _GiveUp(Exception):
@@ -245,7 +210,9 @@ class Executor:
                     await body
                 if heart.done():  # another executor holds the run now
                     raise _GiveUp(run.run_id)
-                status, thread_status, result = await self._cancelled(run, assistant, cancel.result(), turn)
+                status, thread_status, result = await settle_stopped_run(
+                    self.lease, run, assistant, cancel.result()
+                )
             else:
                 status, thread_status, result = body.result()
                 try:
@@ -258,8 +225,8 @@ class Executor:
                     )
                     finish = False
                 except CancelRequested as request:
-                    status, thread_status, result = await self._cancelled(
-                        run, assistant, request.action, turn
+                    status, thread_status, result = await settle_stopped_run(
+                        self.lease, run, assistant, request.action
                     )
         except _RunGone:  # deleted with its thread: nothing to record
             finish = False
@@ -325,7 +292,7 @@ class Executor:
         while True:
             try:
                 return await self.records.wait_cancel(run.thread_id, run.run_id, on_watched)
-            except _store_failures():
+            except store_failures():
                 await asyncio.sleep(STORE_RETRY_SECONDS)
 
     async def _keep_beating(self, run: RunRecord, executor: str) -> None:
@@ -469,40 +436,6 @@ class Executor:
         with contextlib.suppress(Exception):
             await self.threads.delete(owner, thread_id)
 
-    async def _cancelled(
-        self, run: RunRecord, assistant: Assistant, action: str, turn: _Turn
-    ) -> tuple[str, str, bytes]:
-        """Settle a stopped run and return its end as langgraph-api 0.16 records one: the run
-        ``interrupted`` with no ``error`` event (a cancel is not a failure: the JS SDK's
-        ``runs.wait`` would throw and ``useStream`` call ``onError``), its result the thread's
-        values (what ``join``/``wait`` answer), the thread ``interrupted`` when its state has
-        a next step (stopped mid-run) and ``idle`` when not (rolled back, or stopped at the end)."""
-
-        async def settle(_retry: int) -> Any:
-            await self._settle(run, assistant, action)
-            return await assistant.graph.aget_state(thread_config(run.thread_id))
-
-        # A Redis restart is waited out, as in a run's own steps: recording the run's end
-        # meanwhile would contradict the accepted cancel.
-        state = await _through_store_failures(run, "settling a cancelled run; trying again", settle)
-        return "interrupted", "interrupted" if state.next else "idle", values_result(state)
-
-    async def _settle(self, run: RunRecord, assistant: Assistant, action: str) -> None:
-        """Leave the thread of a stopped run in a state the next run can continue, under the
-        thread's lease (no other run or turn writes meanwhile): ``rollback`` deletes every
-        checkpoint and pending write the run wrote (the thread is as before the run);
-        ``interrupt`` keeps what it checkpointed and closes the tool calls it left open."""
-        while True:
-            try:
-                async with self.lease.hold(run.thread_id) as held:
-                    if action == "rollback":
-                        await delete_for_runs(self.threads.checkpointer, run.thread_id, [run.run_id])
-                    else:
-                        await close_open_tool_calls(assistant.graph, run.thread_id, held.token)
-                    return
-            except LeaseBusy:
-                continue  # its dead or paused executor's lease: wait until it expires
-
     async def _run_in_turn(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
@@ -511,8 +444,8 @@ class Executor:
         (only its own end takes it off), so the queue is not read again. A store that fails
         meanwhile (Redis restarting) does not fail the run: it runs again from its last
         checkpoint once the store answers."""
-        return await _through_store_failures(
-            run,
+        return await through_store_failures(
+            run.run_id,
             "mid-run; running it again from its last checkpoint",
             # After a store failure the queue is read again (the run may be gone).
             lambda retry: self._run_when_first(run, assistant, attempt + retry, turn, first and retry == 0),
@@ -546,78 +479,20 @@ class Executor:
                             )
                         except KeyError:
                             raise _RunGone(run.run_id) from None
-                    return await self._run_graph(run, assistant, held, attempt, turn.events)
+                    try:
+                        return await run_graph(
+                            run, assistant, held, attempt, turn.events, self.quota, self.timeout_seconds
+                        )
+                    except FencedError:
+                        # Paused or cut off past the lease: another executor takes the run over
+                        # (or already did) from what was checkpointed; nothing more from here.
+                        log.warning(
+                            "run lost its thread's lease; leaving it to a takeover",
+                            extra={"run_id": run.run_id},
+                        )
+                        raise _GiveUp(run.run_id) from None
             except LeaseBusy:
                 continue  # a /v1 turn on this thread: wait for it
-
-    async def _run_graph(
-        self, run: RunRecord, assistant: Assistant, held: HeldLease, attempt: int, events: EventLog
-    ) -> tuple[str, str, bytes]:
-        kwargs = run.kwargs
-        graph = assistant.graph
-        input_ = graph_input(kwargs)
-        resumed = False
-        if attempt > 1:
-            # Taken over: if the run got as far as writing a checkpoint, it goes on from the
-            # thread's last one (its own; runs of a thread are serial), LangGraph reusing the
-            # writes of the steps that completed. Else it starts over from its input.
-            latest = await graph.checkpointer.aget_tuple(thread_config(run.thread_id))
-            resumed = latest is not None and (latest.metadata or {}).get("run_id") == run.run_id
-            if resumed:
-                input_ = None
-        config = run_config(run, assistant, held.token, from_latest=resumed)
-        if ceiling := self.quota.max_recursion_limit:  # MAX_RECURSION_LIMIT: lower is kept
-            config["recursion_limit"] = min(int(config.get("recursion_limit") or ceiling), ceiling)
-        requested = list(kwargs.get("stream_mode") or ["values"])
-        emit = Emitter(events, requested, self.quota.max_events_per_run)  # "metadata" went with "running"
-        deadline = asyncio.timeout(self.timeout_seconds)
-        try:
-            try:
-                async with deadline:
-                    async for part in stream_graph(graph, input_, config, kwargs, requested):
-                        if held.lost.is_set():
-                            raise FencedError(run.thread_id)
-                        await emit.part(*part)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise  # the graph's own TimeoutError: an error like any other
-                # Ran longer than allowed: stopped like a cancel (what was checkpointed stays).
-                error = {
-                    "error": "TimeoutError",
-                    "message": f"the run took longer than {self.timeout_seconds:g} s",
-                }
-                await emit("error", error)
-                await close_open_tool_calls(graph, run.thread_id, held.token)
-                return (
-                    "timeout",
-                    "interrupted" if emit.interrupts else "idle",
-                    wire.dumps({"__error__": error}),
-                )
-        except FencedError:
-            # Paused or cut off past the lease: another executor takes the run over (or
-            # already did) from what was checkpointed; nothing more is stored from here.
-            log.warning("run lost its thread's lease; leaving it to a takeover", extra={"run_id": run.run_id})
-            raise _GiveUp(run.run_id) from None
-        except (asyncio.CancelledError, *_store_failures()):
-            raise
-        except Exception as exc:
-            log.warning(
-                "run raised", extra={"run_id": run.run_id, "error": type(exc).__name__}, exc_info=True
-            )
-            error = wire.error_body(exc)
-            await emit("error", error)
-            return "error", "error", wire.dumps({"__error__": error})
-        if emit.last_values is None:  # no step ran: nothing streamed, read what is stored
-            state = await graph.aget_state(thread_config(run.thread_id))
-            values, interrupts, paused = state.values, list(state.interrupts), bool(state.next)
-        else:
-            # The stream already said it all: the last values, and an "__interrupt__" update at
-            # an interrupt or a breakpoint (empty then). Saves a state read per run.
-            values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
-        result = dict(values) if isinstance(values, dict) else {"__root__": values}
-        if interrupts:
-            result["__interrupt__"] = [wire.interrupt_dict(i) for i in interrupts]
-        return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
 
     async def aclose(self) -> None:
         """Stop the sweep and cancel the executors still running (at shutdown, after the

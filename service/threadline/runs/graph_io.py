@@ -1,9 +1,10 @@
 """Between the API's run and the graph: the input or ``Command`` a run sends, the config it runs
-with, the graph's stream, the result it ends with, and the repair of tool calls a stopped run
-left open."""
+with, the graph's stream, one attempt's graph run (:func:`run_graph`) and the result it ends
+with, and the repair of tool calls a stopped run left open."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -14,10 +15,16 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Send
 
+from threadline.checkpoint import delete_for_runs
+from threadline.checkpoint.errors import FencedError
+from threadline.config import QuotaSettings
 from threadline.custom_auth import graph_configurable
+from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.retry import store_failures, through_store_failures
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, input_keys
 from threadline.runs.errors import Invalid
+from threadline.runs.events import Emitter, EventLog
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import RunRecord
 from threadline.runs.threads import OWNER_KEY, thread_config
@@ -195,3 +202,112 @@ async def stream_graph(graph, graph_input, config, kwargs, requested: list[str])
                 yield ns, mode, chunk
         else:
             yield (), "events", event
+
+
+async def run_graph(
+    run: RunRecord,
+    assistant: Assistant,
+    held: HeldLease,
+    attempt: int,
+    events: EventLog,
+    quota: QuotaSettings,
+    timeout_seconds: float | None,
+) -> tuple[str, str, bytes]:
+    """One attempt's graph run under the thread's lease ``held``: its events into ``events``;
+    returns ``(run status, thread status, result)``. A run taken over (``attempt`` > 1) goes
+    on from its own last checkpoint, if it wrote one.
+
+    Raises:
+        FencedError: the lease was lost (nothing more is stored from here).
+        store failures and CancelledError, as raised.
+    """
+    kwargs, graph = run.kwargs, assistant.graph
+    input_ = graph_input(kwargs)
+    resumed = False
+    if attempt > 1:
+        # Taken over: if the run got as far as writing a checkpoint, it goes on from the
+        # thread's last one (its own; runs of a thread are serial), LangGraph reusing the
+        # writes of the steps that completed. Else it starts over from its input.
+        latest = await graph.checkpointer.aget_tuple(thread_config(run.thread_id))
+        resumed = latest is not None and (latest.metadata or {}).get("run_id") == run.run_id
+        if resumed:
+            input_ = None
+    config = run_config(run, assistant, held.token, from_latest=resumed)
+    if ceiling := quota.max_recursion_limit:  # MAX_RECURSION_LIMIT: lower is kept
+        config["recursion_limit"] = min(int(config.get("recursion_limit") or ceiling), ceiling)
+    requested = list(kwargs.get("stream_mode") or ["values"])
+    emit = Emitter(events, requested, quota.max_events_per_run)  # "metadata" went with "running"
+    deadline = asyncio.timeout(timeout_seconds)
+    try:
+        try:
+            async with deadline:
+                async for part in stream_graph(graph, input_, config, kwargs, requested):
+                    if held.lost.is_set():
+                        raise FencedError(run.thread_id)
+                    await emit.part(*part)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the graph's own TimeoutError: an error like any other
+            # Ran longer than allowed: stopped like a cancel (what was checkpointed stays).
+            error = {
+                "error": "TimeoutError",
+                "message": f"the run took longer than {timeout_seconds:g} s",
+            }
+            await emit("error", error)
+            await close_open_tool_calls(graph, run.thread_id, held.token)
+            return (
+                "timeout",
+                "interrupted" if emit.interrupts else "idle",
+                wire.dumps({"__error__": error}),
+            )
+    except (FencedError, asyncio.CancelledError, *store_failures()):
+        raise
+    except Exception as exc:
+        log.warning("run raised", extra={"run_id": run.run_id, "error": type(exc).__name__}, exc_info=True)
+        error = wire.error_body(exc)
+        await emit("error", error)
+        return "error", "error", wire.dumps({"__error__": error})
+    if emit.last_values is None:  # no step ran: nothing streamed, read what is stored
+        state = await graph.aget_state(thread_config(run.thread_id))
+        values, interrupts, paused = state.values, list(state.interrupts), bool(state.next)
+    else:
+        # The stream already said it all: the last values, and an "__interrupt__" update at
+        # an interrupt or a breakpoint (empty then). Saves a state read per run.
+        values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
+    result = dict(values) if isinstance(values, dict) else {"__root__": values}
+    if interrupts:
+        result["__interrupt__"] = [wire.interrupt_dict(i) for i in interrupts]
+    return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
+
+
+async def settle_stopped_run(
+    lease: TurnLease, run: RunRecord, assistant: Assistant, action: str
+) -> tuple[str, str, bytes]:
+    """Settle a stopped run and return its end as langgraph-api 0.16 records one: the run
+    ``interrupted`` with no ``error`` event (a cancel is not a failure: the JS SDK's
+    ``runs.wait`` would throw and ``useStream`` call ``onError``), its result the thread's
+    values (what ``join``/``wait`` answer), the thread ``interrupted`` when its state has
+    a next step (stopped mid-run) and ``idle`` when not (rolled back, or stopped at the end).
+
+    Settled means left in a state the next run can continue, under the thread's lease (no
+    other run or turn writes meanwhile): ``rollback`` deletes every checkpoint and pending
+    write the run wrote (the thread is as before the run); ``interrupt`` keeps what it
+    checkpointed and closes the tool calls it left open."""
+    graph = assistant.graph
+
+    async def settle(_retry: int) -> Any:
+        while True:
+            try:
+                async with lease.hold(run.thread_id) as held:
+                    if action == "rollback":
+                        await delete_for_runs(graph.checkpointer, run.thread_id, [run.run_id])
+                    else:
+                        await close_open_tool_calls(graph, run.thread_id, held.token)
+                    return await graph.aget_state(thread_config(run.thread_id))
+            except LeaseBusy:
+                continue  # its dead or paused executor's lease: wait until it expires
+
+    # A Redis restart is waited out, as in a run's own steps: recording the run's end
+    # meanwhile would contradict the accepted cancel.
+    state = await through_store_failures(run.run_id, "settling a cancelled run; trying again", settle)
+    return "interrupted", "interrupted" if state.next else "idle", values_result(state)

@@ -12,7 +12,8 @@ the run is active.
 
 Where each stage lives: the executor (attempt, lease, heartbeat, finish, settle, sweep) in
 ``executor.py``, the event log and the SDK's event shapes in ``events.py``, input and command
-translation, tool-call repair and the graph's stream in ``graph_io.py``, the records in
+translation, the graph's stream, one attempt's graph run, the settling of a stopped run and
+tool-call repair in ``graph_io.py``, the records in
 ``records.py`` (with ``records_redis.py``).
 """
 
