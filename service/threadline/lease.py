@@ -123,7 +123,7 @@ class RedisTurnLease:
     # acquire_lease(lease key, fence counter key, lease ms, counter ttl s): the new token
     # "<counter>.<epoch>", or false when the lease is held. Also for scripts of other modules
     # that take the lease in the same step as their own writes (the LangGraph API's run
-    # creation, :mod:`threadline.runs.records_redis`): one definition of a token.
+    # creation, :mod:`threadline.runs.records_redis_scripts`): one definition of a token.
     ACQUIRE_FUNCTION = (
         _EPOCH
         + """

@@ -3,7 +3,8 @@
 ============  ==============================================================================
 module        holds
 ============  ==============================================================================
-``saver``     :class:`RedisCheckpointSaver`: the sync and async drivers, the public methods
+``saver``     :class:`RedisCheckpointSaver`: set-up (clients, scripts), the public methods
+``drivers``   the sync and async drivers that perform an operation's steps
 ``steps``     the I/O steps an operation yields to a driver (script, commands, scan, emit)
 ``reads``     the read operations (load, get, list, delta history), written once as generators
 ``writes``    the write operations (put, put_writes) and the memos of what this process wrote

@@ -15,12 +15,12 @@ never pass through Lua: on Redis 7.0 a 150 KB argument or reply costs a script ~
 server time, a plain HSET/HMGET of it ~0.02 ms (measured at turn 300 of the benchmark
 conversation).
 
-Each operation is written once, as a generator that yields the I/O it needs (:class:`Script`
-or :class:`Commands`) and receives the reply; the sync and async methods differ only in the
-driver that performs that I/O (``_run_sync``/``_run_async`` and the ``_iter_*`` twins). The
-steps are :mod:`threadline.checkpoint.redis.steps`; the operations, by stage, the mixins of
-:mod:`~threadline.checkpoint.redis.reads`, :mod:`~threadline.checkpoint.redis.writes` and
-:mod:`~threadline.checkpoint.redis.upkeep`; this module holds the drivers and the public methods.
+Each operation is written once, as a generator that yields the I/O it needs (a step of
+:mod:`threadline.checkpoint.redis.steps`) and receives the reply; the sync and async methods
+differ only in the driver that performs that I/O (:mod:`~threadline.checkpoint.redis.drivers`).
+The operations, by stage, are the mixins of :mod:`~threadline.checkpoint.redis.reads`,
+:mod:`~threadline.checkpoint.redis.writes` and :mod:`~threadline.checkpoint.redis.upkeep`;
+this module holds the saver's setup and its public methods.
 
 Fencing: a config whose ``configurable`` carries a non-empty ``fencing_token`` makes ``put``
 and ``put_writes`` conditional, inside the same script, on ``GET tl:{thread}:lease`` being
@@ -50,15 +50,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from redis.exceptions import NoScriptError
 
 from threadline import redis_client
 from threadline.checkpoint.redis.cache import BlobCache
+from threadline.checkpoint.redis.drivers import _Drivers
 from threadline.checkpoint.redis.pipelining import ScriptPipelining
 from threadline.checkpoint.redis.reads import _Reads
 from threadline.checkpoint.redis.records import thread_ns_id
 from threadline.checkpoint.redis.scripts import SCRIPTS
-from threadline.checkpoint.redis.steps import Commands, Emit, Op, Scan, Script
 from threadline.checkpoint.redis.upkeep import _Upkeep
 from threadline.checkpoint.redis.writes import _Writes, _Written
 
@@ -68,7 +67,7 @@ DEFAULT_CACHE_BYTES = 16 * 2**20
 LATEST_FORMAT = 3
 
 
-class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, BaseCheckpointSaver[str]):
+class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver on plain Redis; see the module docstring.
 
     Args:
@@ -220,107 +219,6 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, BaseCheckpointSaver[str]):
             await self._client.aclose()
             if self._sync_client is not None:
                 self._sync_client.close()
-
-    # --- drivers -------------------------------------------------------------------------------
-
-    def _io_sync(self, step: Script | Commands | Scan) -> Any:
-        if self._sync_client is None:
-            raise RuntimeError(
-                "this RedisCheckpointSaver has no sync_client: use the async methods, or "
-                "construct it with sync_client= (from_url does)"
-            )
-        if isinstance(step, Scan):  # a Cluster client scans every master
-            return list(self._sync_client.scan_iter(match=step.pattern, count=1000))
-        scripts = self._sync_scripts
-        if isinstance(step, Script):
-            return scripts[step.name](keys=step.keys, args=step.args)
-        try:
-            return self._pipeline(self._sync_client, step).execute()
-        except NoScriptError:  # Redis restarted or flushed its scripts: load them, once
-            for script in scripts.values():
-                self._sync_client.script_load(script.script)
-            return self._pipeline(self._sync_client, step).execute()
-
-    async def _io_async(self, step: Script | Commands | Scan) -> Any:
-        if isinstance(step, Scan):  # a Cluster client scans every master
-            return [k async for k in self._client.scan_iter(match=step.pattern, count=1000)]
-        scripts = self._scripts
-        if isinstance(step, Script):
-            if self._pipelining is not None:
-                return await self._pipelining.call(step.name, step.keys, step.args)
-            return await scripts[step.name](keys=step.keys, args=step.args)
-        try:
-            return await self._execute_async(step)
-        except NoScriptError:  # see _io_sync; the failed MULTI wrote at most unreferenced blobs
-            for script in scripts.values():
-                await self._client.script_load(script.script)
-            return await self._execute_async(step)
-
-    async def _execute_async(self, step: Commands) -> Any:
-        if step.transaction and redis_client.is_cluster(self._client):
-            # MULTI on a Cluster: see redis_client.on_one_connection (every command of a step
-            # is on one thread's keys, so in one slot).
-            first = step.commands[0]
-            key = first.keys[0] if isinstance(first, Script) else first[1]
-            raw = [self._raw(c) if isinstance(c, Script) else c for c in step.commands]
-            return await redis_client.on_one_connection(self._client, key, *raw, transaction=True)
-        return await self._pipeline(self._client, step).execute()
-
-    def _raw(self, command: Script) -> tuple[Any, ...]:
-        sha = self._scripts[command.name].sha
-        return ("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
-
-    def _pipeline(self, client: Any, step: Commands) -> Any:
-        # Scripts go in as raw EVALSHA: redis-py's Script-in-pipeline support would send a
-        # SCRIPT EXISTS round trip before every execute.
-        pipe = client.pipeline(transaction=step.transaction)
-        for command in step.commands:
-            pipe.execute_command(*(self._raw(command) if isinstance(command, Script) else command))
-        return pipe
-
-    def _run_sync(self, op: Op) -> Any:
-        reply = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                return done.value
-            reply = self._io_sync(step)
-
-    async def _run_async(self, op: Op) -> Any:
-        reply = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                return done.value
-            reply = await self._io_async(step)
-
-    def _iter_sync(self, op: Op) -> Iterator[Any]:
-        reply = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration:
-                return
-            if isinstance(step, Emit):
-                reply = None
-                yield step.value
-            else:
-                reply = self._io_sync(step)
-
-    async def _iter_async(self, op: Op) -> AsyncIterator[Any]:
-        reply = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration:
-                return
-            if isinstance(step, Emit):
-                reply = None
-                yield step.value
-            else:
-                reply = await self._io_async(step)
 
     # --- public API (async) ------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 An operation (:mod:`~threadline.checkpoint.redis.reads`, :mod:`~threadline.checkpoint.redis.writes`,
 :mod:`~threadline.checkpoint.redis.upkeep`) is a generator, an :data:`Op`: it yields a step and
-receives the reply; the drivers of :class:`~threadline.checkpoint.redis.saver.RedisCheckpointSaver`
-perform the step, synchronously or not.
+receives the reply; the drivers (:mod:`~threadline.checkpoint.redis.drivers`) of
+:class:`~threadline.checkpoint.redis.saver.RedisCheckpointSaver` perform the step, synchronously
+or not.
 """
 
 from __future__ import annotations
