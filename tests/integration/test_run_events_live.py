@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
+from threadline.config import QuotaSettings
 from threadline.lease import RedisTurnLease
 from threadline.redis_client import async_client
 from threadline.runs import events as events_module
@@ -67,7 +68,7 @@ async def replicas(redis_server, monkeypatch) -> AsyncIterator[tuple[Runs, Runs,
         lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
         assistants = Assistants({"gated": graph})
         threads = Threads(records, assistants, lease, graph.checkpointer)
-        layers.append(Runs(threads, assistants, records, lease, heartbeat_seconds=10))
+        layers.append(Runs(threads, assistants, records, lease, QuotaSettings(), heartbeat_seconds=10))
     yield layers[0], layers[1], layers[0].records  # type: ignore[misc]
     for layer in layers:
         await layer.aclose()

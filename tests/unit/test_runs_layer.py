@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from threadline.agent.builtin import BuiltinChatModel, builtin_reply
 from threadline.agent.graph import build_graph
 from threadline.checkpoint.memory import RollbackInMemorySaver
+from threadline.config import QuotaSettings
 from threadline.lease import LocalTurnLease
 from threadline.runs.assistants import Assistants
 from threadline.runs.errors import Conflict, NotFound
@@ -30,7 +31,7 @@ def layer(
     assistants = Assistants({"chat": graph})
     records, lease = records or LocalRecordStore(), LocalTurnLease(wait_seconds=5)
     threads = Threads(records, assistants, lease, graph.checkpointer)
-    return Runs(threads, assistants, records, lease, timeout_seconds=timeout)
+    return Runs(threads, assistants, records, lease, QuotaSettings(), timeout_seconds=timeout)
 
 
 def say(text: str, **extra) -> dict:
@@ -105,7 +106,7 @@ async def test_a_cancel_accepted_as_the_run_ended_wins_over_a_store_outage_while
     graph = build_graph(BuiltinChatModel(token_delay_ms=20), saver)
     assistants = Assistants({"chat": graph})
     records, lease = _UnpolledCancels(), LocalTurnLease(wait_seconds=5)
-    runs = Runs(Threads(records, assistants, lease, saver), assistants, records, lease)
+    runs = Runs(Threads(records, assistants, lease, saver), assistants, records, lease, QuotaSettings())
     tid = (await runs.threads.create("alice"))["thread_id"]
     run = await runs.create("alice", tid, say("hi", stream_mode=["messages-tuple"]))
     while (await runs.get("alice", tid, run.run_id)).status != "running":

@@ -76,10 +76,10 @@ class Executor:
         assistants: the served graphs.
         records: the record store.
         lease: the turn lease shared with ``/v1`` turns.
+        quota: the per-tenant limits a run meets (events per run, the recursion ceiling).
         heartbeat_seconds: how long a run's heartbeat lasts unrenewed (renewed every third).
         timeout_seconds: a run's deadline (None: none).
         sweep_seconds: between two orphan sweeps.
-        quota: the per-tenant limits a run meets (events per run, the recursion ceiling).
     """
 
     def __init__(
@@ -88,12 +88,12 @@ class Executor:
         assistants: Assistants,
         records: RecordStore,
         lease: TurnLease,
+        quota: QuotaSettings,
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
-        quota: QuotaSettings | None = None,
     ) -> None:
-        self.quota = quota or QuotaSettings()
+        self.quota = quota
         self.heartbeat_seconds = heartbeat_seconds
         self.sweep_seconds = sweep_seconds
         self.timeout_seconds = timeout_seconds

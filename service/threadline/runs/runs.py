@@ -67,9 +67,9 @@ class Runs:
         assistants: the served graphs.
         records: the record store.
         lease: the turn lease shared with ``/v1`` turns.
-        heartbeat_seconds, timeout_seconds, sweep_seconds: the executor's (see there).
         quota: the per-tenant limits a run meets (queued runs per thread, events per run,
-            the recursion ceiling; ADR 0006).
+            the recursion ceiling; ADR 0006), from the settings.
+        heartbeat_seconds, timeout_seconds, sweep_seconds: the executor's (see there).
     """
 
     def __init__(
@@ -78,16 +78,16 @@ class Runs:
         assistants: Assistants,
         records: RecordStore,
         lease: TurnLease,
+        quota: QuotaSettings,
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
-        quota: QuotaSettings | None = None,
     ) -> None:
         self.threads = threads
         self.assistants = assistants
         self.records = records
         self.executor = Executor(
-            threads, assistants, records, lease, heartbeat_seconds, timeout_seconds, sweep_seconds, quota
+            threads, assistants, records, lease, quota, heartbeat_seconds, timeout_seconds, sweep_seconds
         )
         self.quota = self.executor.quota
         self.idle = self.executor.idle  # set while no run executes here; a drain waits on it
