@@ -779,12 +779,6 @@ def test_a_format_2_record_whose_compressed_bytes_are_damaged_raises_zlib_error(
             read("t", "", "c", records.pack(items), {})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="records.decode_tuple reads format 3 with zlib.decompressobj and never checks that the "
-    "stream ended (z.eof): compressed bytes missing their last bytes (the adler-32 check) decode "
-    "without an error, where format 2's zlib.decompress refuses them (reported, not fixed here)",
-)
 def test_a_format_3_record_whose_compressed_bytes_are_cut_short_is_refused() -> None:
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     cp = a_checkpoint(random.Random(5), [f"ch{i}" for i in range(10)])

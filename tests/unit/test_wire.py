@@ -415,13 +415,6 @@ def test_a_live_task_error_is_an_error_body() -> None:
     assert task["error"] == {"error": "OSError", "message": "the run failed; see the replica's log"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wire.snapshot_dict shows a task error read back from a checkpoint (LangGraph stores "
-    "its repr, a str) as it is: the text of any exception, e.g. a driver's with a URL and its "
-    "password, reaches GET /threads/{id}/state, where error_body would show its type only "
-    "(reported, not fixed here)",
-)
 def test_a_stored_task_error_outside_shown_errors_hides_its_message() -> None:
     def connect(state: State) -> dict[str, Any]:
         raise OSError("redis://:hunter2@db:6379/1 unreachable")

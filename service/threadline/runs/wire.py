@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 from collections import deque
 from datetime import date, datetime, timedelta
@@ -60,6 +61,14 @@ def error_body(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "message": "the run failed; see the replica's log"}
 
 
+def stored_error(text: str) -> str:
+    """A task error read back from a checkpoint, where LangGraph keeps its repr
+    (``OSError('redis://:password@…')``): whole for the :data:`SHOWN_ERRORS` (a graph author's
+    own), else only its type, as :func:`error_body` does with a live one."""
+    name = found.group(0) if (found := re.match(r"[A-Za-z_]\w*", text)) else "Error"
+    return text if name in {e.__name__ for e in SHOWN_ERRORS} else name
+
+
 def interrupt_dict(interrupt: Interrupt) -> dict[str, Any]:
     return {"value": interrupt.value, "id": interrupt.id}
 
@@ -93,7 +102,7 @@ def snapshot_dict(state: StateSnapshot) -> dict[str, Any]:
                 if task.error is None
                 else error_body(task.error)
                 if isinstance(task.error, BaseException)
-                else str(task.error),
+                else stored_error(str(task.error)),
                 "interrupts": [interrupt_dict(i) for i in task.interrupts],
                 "checkpoint": task.state["configurable"]
                 if task.state is not None and not isinstance(task.state, StateSnapshot)

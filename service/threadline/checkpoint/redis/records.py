@@ -490,6 +490,8 @@ def decode_tuple(
     elif type_.startswith(ZDICT_PREFIX):
         z = zlib.decompressobj(zdict=_zdict(items[1 : 1 + int(items[0])]))
         type_, cp_bytes = type_[len(ZDICT_PREFIX) :], z.decompress(cp_bytes) + z.flush()
+        if not z.eof:  # cut short (zlib.decompress refuses that itself; an object must be asked)
+            raise zlib.error("incomplete compressed checkpoint")
     checkpoint: Checkpoint = serde.loads_typed((type_, cp_bytes))
     parent_id = parent.decode()
     return CheckpointTuple(
