@@ -1,11 +1,14 @@
 """Real servers for the tests: Redis and PostgreSQL on free loopback ports.
 
 Each server runs as a child process the test owns, so a test can stop, kill and restart it
-(data survives a restart: Redis with AOF, Postgres in its data directory).
+(data survives a restart: Redis with AOF, Postgres in its data directory). Tests wait for a
+state with :func:`wait_until` (or :func:`until` in async tests), not with a sleep.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import shutil
 import signal
@@ -13,7 +16,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -22,15 +29,86 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 15.0, host: str = "127.0.0.1") -> None:
+# Waiting for a state instead of sleeping: a sleep long enough on an idle machine is too short
+# on a loaded one (and too long everywhere else). These look at the state itself every
+# ``interval`` s, return as soon as it holds, and after ``timeout`` s raise TimeoutError
+# saying what they waited for.
+
+
+def _timed_out(what: str, timeout: float, last: BaseException | None) -> TimeoutError:
+    detail = f" (last: {type(last).__name__}: {last})" if last is not None else ""
+    return TimeoutError(f"waited {timeout}s for {what}{detail}")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    what: str,
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Call ``condition`` until it returns something true, and return that.
+
+    Exceptions of the ``ignore`` types count as "not yet" (the last one is named, and chained,
+    if time runs out); any other exception, a failed ``assert`` in ``condition`` too, fails
+    at once.
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    last: BaseException | None = None
+    while True:
         try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
+            if value := condition():
+                return value
+        except ignore as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last) from last
+        time.sleep(interval)
+
+
+async def until(
+    condition: Callable[[], T | Awaitable[T]],
+    what: str,
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
+    """:func:`wait_until` for async tests: ``condition`` may be a coroutine function, and the
+    event loop runs between two looks."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = condition()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
+                return value
+        except ignore as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last) from last
+        await asyncio.sleep(interval)
+
+
+def _listens(host: str, port: int) -> bool:
+    with socket.create_connection((host, port), timeout=0.2):
+        return True
+
+
+def wait_for_port(port: int, timeout: float = 15.0, host: str = "127.0.0.1") -> None:
+    what = f"something to listen on {host}:{port}"
+    wait_until(lambda: _listens(host, port), what, timeout, interval=0.02, ignore=(OSError,))
+
+
+def wait_for_ready(url: str, timeout: float = 30.0) -> None:
+    """Until ``url``'s /readyz answers 200 (the port opens before the stores are reached)."""
+    import httpx
+
+    def ready() -> bool:
+        return httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200
+
+    wait_until(ready, f"{url}/readyz to answer 200", timeout, interval=0.1, ignore=(httpx.HTTPError,))
 
 
 def _find_binary(name: str, env_var: str) -> str:
@@ -375,17 +453,10 @@ def _cluster_ok(client) -> bool:
 
 
 def _wait_until(condition, timeout: float, what: str) -> None:
+    """:func:`wait_until` on Redis nodes that may not answer yet."""
     import redis
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"waited {timeout}s for {what}")
+    wait_until(condition, what, timeout, ignore=(redis.RedisError, OSError))
 
 
 class PostgresServer:
@@ -491,17 +562,15 @@ class ServiceProcess:
     def wait_ready(self, timeout: float = 30.0) -> None:
         import httpx
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.logs()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.logs()[-3000:]}")
+            return httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200
+
+        try:
+            wait_until(ready, f"{self.name} to be ready", timeout, ignore=(httpx.HTTPError,))
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}:\n{self.logs()[-3000:]}") from exc
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -33,7 +33,7 @@ from threadline.redis_keys import lease_key
 
 from chaos.cluster import LocalCluster
 from chaos.driver import Driver, DriverConfig
-from servers import RedisClusterSet, RedisSentinelSet
+from servers import RedisClusterSet, RedisSentinelSet, until
 
 pytestmark = pytest.mark.chaos
 
@@ -77,10 +77,7 @@ async def failover_under_traffic(
                 probe_thread = (await client.post(f"{base}/v1/threads")).json()["thread_id"]
                 if affected(probe_thread):
                     break
-            deadline = time.monotonic() + 60
-            while driver.completed < config.conversations * 3 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert driver.completed >= config.conversations * 3, "traffic did not get going"
+            await until(lambda: driver.completed >= config.conversations * 3, "traffic to get going", 60)
 
             in_flight = len(driver.inflight)
             killed = time.monotonic()
@@ -104,7 +101,7 @@ async def failover_under_traffic(
                     except httpx.HTTPError:
                         pass
                     i += 1
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the probes' pace: the loop times promotion and first success
 
         await asyncio.wait_for(traffic, timeout=180)
         threads = await driver.read_back(cluster.endpoints.urls)

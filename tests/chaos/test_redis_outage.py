@@ -18,6 +18,7 @@ import pytest
 
 from chaos.cluster import LocalCluster, running_cluster
 from chaos.driver import Driver, DriverConfig
+from servers import until
 
 pytestmark = pytest.mark.chaos
 
@@ -84,9 +85,7 @@ async def test_redis_outage_answers_503_and_recovers(cluster: LocalCluster) -> N
     async with httpx.AsyncClient(headers=headers) as client:
         base = cluster.endpoints.urls[0]
         thread = (await client.post(f"{base}/v1/threads", timeout=CLIENT_TIMEOUT)).json()["thread_id"]
-        deadline = time.monotonic() + 60
-        while driver.completed < 20 and time.monotonic() < deadline and not traffic.done():
-            await asyncio.sleep(0.05)
+        await until(lambda: driver.completed >= 20 or traffic.done(), "traffic to get going", 60)
         assert driver.completed >= 20, "traffic did not get going"
 
         async def turn_probe(i: int) -> Probe:

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from client import API_KEY, API_KEYS
-from servers import free_port
+from servers import free_port, wait_for_ready
 
 pytestmark = pytest.mark.integration
 
@@ -128,14 +127,7 @@ def test_make_run_allows_localhost_on_any_port(tmp_path) -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        wait_for_ready(url, timeout=60)
         for origin in ("http://localhost:3000", "http://127.0.0.1:5173"):
             answer = preflight(url, "/threads/search", "POST", origin)
             assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == origin

@@ -20,8 +20,8 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 
 from threadline.runs.assistants import assistant_id_of
 
-from client import API_KEY, OTHER_KEY, Client, connect, expected_reply, read_response, status_of
-from servers import ServiceProcess, redis_env
+from client import API_KEY, OTHER_KEY, Client, connect, expected_reply, metric, read_response, status_of
+from servers import ServiceProcess, redis_env, until
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +55,10 @@ def pair(redis_server, tmp_path_factory) -> Iterator[Pair]:
     yield Pair(a, b)
     a.kill()
     b.kill()
+
+
+async def _status(client, tid: str, run_id: str, status: str) -> bool:
+    return (await client.runs.get(tid, run_id))["status"] == status
 
 
 async def test_assistants_are_the_graphs_by_graph_id_and_uuid(pair: Pair) -> None:
@@ -235,8 +239,9 @@ async def test_thread_join_stream_follows_the_threads_runs_across_replicas(pair:
                 return
 
     # Opened while the thread is idle (on replica b); two runs started later on replica a.
+    streams = metric(pair.b.url, "threadline_active_streams")
     follower = asyncio.create_task(follow(b))
-    await asyncio.sleep(0.3)
+    await until(lambda: metric(pair.b.url, "threadline_active_streams") > streams, "b to stream the thread")
     for _ in range(2):
         await a.runs.wait(tid, "refunds", input={"request": "where is my parcel?"})
     await asyncio.wait_for(ended.wait(), 30)
@@ -264,7 +269,7 @@ async def test_cancel_from_the_other_replica_stops_the_run(pair: Pair) -> None:
     thread = await a.threads.create()
     tid = thread["thread_id"]
     run = await a.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
-    await asyncio.sleep(0.2)
+    await until(lambda: _status(b, tid, run["run_id"], "running"), "the run to start")
     await b.runs.cancel(tid, run["run_id"])
     result = await b.runs.join(tid, run["run_id"])
     # As langgraph-api: the thread's values, not an error; the thread interrupted mid-run.
@@ -584,10 +589,7 @@ async def test_on_disconnect_cancel_if_not_exists_cancel_wait_and_delete(pair: P
     first = await anext(stream)
     await stream.aclose()
     run_id = first.data["run_id"]
-    for _ in range(100):
-        if (await client.runs.get(tid, run_id))["status"] == "interrupted":
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _status(client, tid, run_id, "interrupted"), "the run cancelled", interval=0.1)
     assert (await client.runs.get(tid, run_id))["status"] == "interrupted"
 
     run = await client.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
@@ -666,7 +668,7 @@ async def test_sigterm_lets_a_background_run_finish_before_the_replica_exits(
     thread = await a.threads.create()
     tid = thread["thread_id"]
     run = await a.runs.create(tid, "chat", input=HI, stream_mode=SLOW)
-    await asyncio.sleep(0.3)
+    await until(lambda: _status(a, tid, run["run_id"], "running"), "the run to start")
     leaving.signal(signal.SIGTERM)
     result = await get_client(url=staying.url, api_key=API_KEY).runs.join(tid, run["run_id"])
     assert result["messages"][-1]["content"] == expected_reply(["hi"])

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from client import API_KEY, API_KEYS, OTHER_KEY
-from servers import redis_env
+from servers import redis_env, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -108,10 +107,10 @@ def test_another_principals_thread_is_404_and_streams_are_bounded(urls) -> None:
                 assert [one.status_code, two.status_code, three.status_code] == [200, 200, 200]
                 refused = alice.post(f"/threads/{tid}/stream/events", json={"channels": ["values"]})
                 assert refused.status_code == 503 and "retry-after" in refused.headers
-    # Closed streams give their slots back (within the server's noticing the disconnect).
-    for _ in range(50):
+
+    def a_slot_is_free() -> bool:
         with alice.stream("POST", path, json={"channels": ["values"]}) as again:
-            if again.status_code == 200:
-                break
-        time.sleep(0.1)
-    assert again.status_code == 200
+            return again.status_code == 200
+
+    # Closed streams give their slots back (within the server's noticing the disconnect).
+    wait_until(a_slot_is_free, "the closed streams' slots to come back", timeout=5, interval=0.1)

@@ -23,7 +23,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from client import API_KEY, API_KEYS
-from servers import redis_env
+from servers import redis_env, until
 
 pytestmark = pytest.mark.integration
 
@@ -58,11 +58,10 @@ async def _done(client, tid: str) -> list[str]:
 
 
 async def _until_done(client, tid: str, n: int) -> None:
-    for _ in range(400):
-        if len(await _done(client, tid)) >= n:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never {n} steps done")
+    async def enough() -> bool:
+        return len(await _done(client, tid)) >= n
+
+    await until(enough, f"{n} steps done", timeout=20)
 
 
 async def _events(client, tid: str, run_id: str) -> list[str]:

@@ -6,7 +6,6 @@ appends its number, so a step lost or run twice shows in the result."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from client import API_KEY
-from servers import redis_env
+from servers import redis_env, until
 
 pytestmark = pytest.mark.integration
 
@@ -25,15 +24,6 @@ ENV = {"LANGGRAPH_CONFIG": str(GRAPHS), "TURN_LEASE_SECONDS": "1", "TURN_LEASE_W
 
 def numbers(n: int, tag: str = "") -> list[str]:
     return [f"{tag}{i}" for i in range(1, n + 1)]
-
-
-async def until(predicate, what: str, tries: int = 300) -> None:
-    """Poll ``predicate`` (async) every 0.05 s; fails naming ``what`` after ``tries``."""
-    for _ in range(tries):
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never: {what}")
 
 
 @pytest.fixture
@@ -107,7 +97,8 @@ async def test_a_replica_paused_past_its_lease_is_fenced_and_its_run_finished_on
         paused.signal(signal.SIGCONT)
     assert result["done"] == numbers(6)
     # The woken replica's executor finds the run taken: no step, status or end written twice.
-    await asyncio.sleep(1.5)
+    taken = ("run taken over by another replica", "run lost its thread's lease")
+    await until(lambda: any(line in paused.logs() for line in taken), "the woken replica to see it taken")
     assert (await b.threads.get_state(tid))["values"]["done"] == numbers(6)
     assert (await a.runs.get(tid, run["run_id"]))["status"] == "success"
     events = [p.event async for p in b.runs.join_stream(tid, run["run_id"], last_event_id="-1")]

@@ -42,14 +42,16 @@ async def test_one_holder_at_a_time_and_tokens_increase(client):
 async def test_waiter_gets_the_lease_when_it_is_released(client):
     a, b = make_lease(client), make_lease(client, wait_seconds=3)
     order: list[str] = []
+    held = asyncio.Event()
 
     async def holder():
         async with a.hold("t-wait"):
             order.append("a")
-            await asyncio.sleep(0.3)
+            held.set()
+            await asyncio.sleep(0.3)  # the turn, while b waits
 
     async def waiter():
-        await asyncio.sleep(0.05)
+        await held.wait()
         async with b.hold("t-wait"):
             order.append("b")
 
@@ -89,7 +91,7 @@ async def test_cancelled_holder_releases(client):
     async def turn():
         async with a.hold("t-cancel"):
             entered.set()
-            await asyncio.sleep(10)
+            await asyncio.sleep(10)  # a turn, until it is cancelled
 
     task = asyncio.create_task(turn())
     await entered.wait()
@@ -127,7 +129,7 @@ async def test_the_renewer_has_ended_when_the_lease_is_released(client):
     async def turn():
         async with a.hold("t-join"):
             entered.set()
-            await asyncio.sleep(10)
+            await asyncio.sleep(10)  # a turn, until it is cancelled
 
     task = asyncio.create_task(turn())
     await entered.wait()

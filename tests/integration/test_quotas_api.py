@@ -8,7 +8,6 @@ with another principal's thread id is a 404 like a read of it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 import redis
 
 from client import API_KEY, OTHER_KEY
-from servers import redis_env
+from servers import redis_env, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -286,7 +285,5 @@ def test_queue_cap_is_per_thread_not_stale(fresh_redis, start_replica):
     body = {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": "hi"}]}}
     for _ in range(3):
         assert a.post(f"/threads/{thread}/runs/wait", json=body).status_code == 200
-    deadline = time.monotonic() + 5
-    while a.get(f"/threads/{thread}").json()["status"] != "idle" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: a.get(f"/threads/{thread}").json()["status"] == "idle", "the thread to be idle", 5)
     assert a.post(f"/threads/{thread}/runs/wait", json=body).status_code == 200

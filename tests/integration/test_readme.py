@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import free_port, wait_for_port
+from servers import free_port, wait_for_port, wait_for_ready
 
 pytestmark = pytest.mark.integration
 
@@ -24,20 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def wait_ready(port: int, timeout: float = 120) -> None:
     """Until /readyz answers 200 (the port opens before the stores do)."""
-    import time
-
-    import httpx
-
     wait_for_port(port, timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"port {port} not ready")
+    wait_for_ready(f"http://127.0.0.1:{port}", timeout)
 
 
 def run_against_make_run(tmp_path: Path, heading: str, fence: str, command: list[str]) -> str:

@@ -23,6 +23,8 @@ from threadline.runs.records import (
 from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
 
+from servers import until
+
 pytestmark = pytest.mark.integration
 
 
@@ -133,7 +135,7 @@ async def test_a_reader_waits_for_events_and_the_end(store: RecordStore) -> None
     reader = asyncio.create_task(store.read_events(t.thread_id, run.run_id, None, 3))
     await store.watch_result(t.thread_id, run.run_id, 5)
     joiner = asyncio.create_task(store.result(t.thread_id, run.run_id, 3))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # time to return early, were they to
     assert not reader.done() and not joiner.done()
     await store.append_event(t.thread_id, run.run_id, "custom", b"1")
     assert [e.event for e in await reader] == ["custom"]
@@ -150,7 +152,7 @@ async def test_cancel_requests_reach_the_waiter(store: RecordStore) -> None:
     run = run_on(t.thread_id)
     await create(store, run, reject_if_busy=False)
     waiter = asyncio.create_task(store.wait_cancel(t.thread_id, run.run_id))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # time to return early, were it to
     assert not waiter.done()
     await store.request_cancel(t.thread_id, run.run_id, "rollback")
     assert await asyncio.wait_for(waiter, 2) == "rollback"
@@ -218,8 +220,11 @@ async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_lo
     await create(store, run, reject_if_busy=False)
     assert (t.thread_id, run.run_id) in await store.active_runs()
     assert await store.claim(t.thread_id, run.run_id, 5, "new") == 0  # alive: not an orphan
-    await asyncio.sleep(0.3)
-    assert not await store.alive(t.thread_id, run.run_id)
+
+    async def lapsed() -> bool:
+        return not await store.alive(t.thread_id, run.run_id)
+
+    await until(lapsed, "the 0.2 s heartbeat to lapse")
     claims = await asyncio.gather(*(store.claim(t.thread_id, run.run_id, 5, f"new{i}") for i in range(5)))
     assert sorted(claims) == [0, 0, 0, 0, 2]  # exactly one claim wins: the run's second attempt
     winner = f"new{claims.index(2)}"

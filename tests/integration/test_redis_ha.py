@@ -33,7 +33,7 @@ from threadline.redis_keys import ThreadKeys, lease_key
 
 from client import API_KEYS, Client
 from client import expected_reply as expected_service_reply
-from servers import RedisClusterSet, RedisSentinelSet
+from servers import RedisClusterSet, RedisSentinelSet, until, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -136,15 +136,14 @@ async def test_sentinel_saver_follows_the_primary_through_a_failover(
         old = redis_sentinel.primary_port()
         redis_sentinel.kill_primary()
         killed = time.monotonic()
-        recovered = None
-        while time.monotonic() - killed < 30:
-            try:
-                state = await graph.ainvoke({"messages": [HumanMessage("after")]}, config)
-                recovered = time.monotonic() - killed
-                break
-            except RedisConnectionError:
-                await asyncio.sleep(0.1)
-        assert recovered is not None, "no turn succeeded within 30 s of the primary's death"
+        state = await until(
+            lambda: graph.ainvoke({"messages": [HumanMessage("after")]}, config),
+            "a turn to succeed after the primary's death",
+            30,
+            interval=0.1,
+            ignore=(RedisConnectionError,),
+        )
+        recovered = time.monotonic() - killed
         assert redis_sentinel.primary_port() != old
         assert [m.content for m in state["messages"]][::2] == ["before", "after"]
         print(f"sentinel: first successful turn {recovered:.2f} s after the primary was SIGKILLed")
@@ -329,14 +328,13 @@ def test_sessions_leases_and_checkpoints_follow_a_sentinel_failover(redis_sentin
     assert pipe.set("sync", 1).execute_command("WAIT", 1, 5000).execute()[1] == 1  # replicated
     old = redis_sentinel.primary_port()
     redis_sentinel.kill_primary()
-    killed = time.monotonic()
-    while True:  # 503 while no primary; the same message id each time
+
+    def after() -> httpx.Response | None:  # 503 while no primary; the same message id each time
         response = client.say(thread, "after", message_id="m-after")
-        if response.status_code == 200 or time.monotonic() - killed > 30:
-            break
-        assert response.status_code == 503, response.text
-        time.sleep(0.1)
-    assert response.status_code == 200, response.text
+        assert response.status_code in (200, 503), response.text
+        return response if response.status_code == 200 else None
+
+    response = wait_until(after, "a turn after the failover", 30, interval=0.1)
     assert redis_sentinel.primary_port() != old
     assert response.json()["reply"]["content"] == expected_service_reply(["before", first, "after"])
     assert [m["content"] for m in client.thread(thread)["messages"]][::2] == ["before", "after"]
@@ -393,15 +391,14 @@ def test_langgraph_api_runs_after_a_sentinel_failover(redis_sentinel, start_repl
     old = redis_sentinel.kill_primary()
     redis_sentinel.wait_for_failover(old.port)
     redis_sentinel.rejoin(old)  # WAIT 1 needs a replica again
-    deadline = time.monotonic() + 30
-    while True:  # the replicas notice the new primary on their next connection
-        try:
-            _api_runs_across(second, first, thread)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    # The replicas notice the new primary on their next connection.
+    wait_until(
+        lambda: _api_runs_across(second, first, thread),
+        "runs after the failover",
+        30,
+        interval=0.5,
+        ignore=(Exception,),
+    )
 
 
 async def test_a_task_cancelled_while_it_talks_to_redis_stops(redis_server) -> None:

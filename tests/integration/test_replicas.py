@@ -15,9 +15,12 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+import redis
+
+from threadline.redis_keys import lease_key
 
 from client import API_KEY, Client, assert_whole, expected_reply, metric, parse_sse
-from servers import RedisServer, redis_env
+from servers import RedisServer, redis_env, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -70,8 +73,15 @@ def test_concurrent_same_message_id_runs_once(redis_server, start_replica):
 
 
 def _stream_in_background(url: str, thread: str, content: str, message_id: str):
-    """Start a streamed turn in a thread; returns (thread, result dict filled when it ends)."""
-    result: dict = {}
+    """Start a streamed turn in a thread; returns (thread, result dict filled when it ends,
+    but for ``tokens``: the token events read so far)."""
+    result: dict = {"tokens": 0}
+
+    def counted(lines):
+        for line in lines:
+            if line.startswith("event: token"):
+                result["tokens"] += 1
+            yield line
 
     def run() -> None:
         try:
@@ -83,22 +93,13 @@ def _stream_in_background(url: str, thread: str, content: str, message_id: str):
                 timeout=30,
             ) as response:
                 result["status"] = response.status_code
-                result["sse"] = parse_sse(response.iter_lines())
+                result["sse"] = parse_sse(counted(response.iter_lines()))
         except httpx.HTTPError as exc:
             result["error"] = type(exc).__name__
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     return worker, result
-
-
-def _wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _mid_turn_on_a(redis_server, start_replica, content: str, message_id: str):
@@ -109,7 +110,7 @@ def _mid_turn_on_a(redis_server, start_replica, content: str, message_id: str):
     thread = Client(a.url).new_thread()
     Client(a.url).say(thread, "first")
     worker, result = _stream_in_background(a.url, thread, content, message_id)
-    _wait_for(lambda: metric(a.url, "threadline_active_streams") == 1, what="a streaming")
+    wait_until(lambda: metric(a.url, "threadline_active_streams") == 1, "a streaming")
     return a, b, thread, worker, result
 
 
@@ -117,7 +118,8 @@ def test_paused_replica_cannot_write_after_losing_its_lease(redis_server, start_
     a, b, thread, worker, result = _mid_turn_on_a(redis_server, start_replica, "during the pause", "fenced-1")
     a.signal(signal.SIGSTOP)
     try:
-        time.sleep(1.5)  # past a's 1 s lease
+        leases = redis.Redis.from_url(redis_server.url(1))
+        wait_until(lambda: not leases.exists(lease_key(thread)), "a's 1 s lease to expire", 5)
         # b takes the thread and finishes the same message (exactly-once) plus one more turn.
         retried = Client(b.url).say(thread, "during the pause", "fenced-1")
         assert retried.status_code == 200, retried.text
@@ -128,13 +130,13 @@ def test_paused_replica_cannot_write_after_losing_its_lease(redis_server, start_
     # a's late turn was refused: its stream ends in an error event, never in a second reply.
     assert result["sse"].done() is None
     assert any(event == "error" for event, _ in result["sse"].events)
-    _wait_for(lambda: metric(a.url, "threadline_turn_lease_lost_total") >= 1, what="lease lost")
+    wait_until(lambda: metric(a.url, "threadline_turn_lease_lost_total") >= 1, "lease lost")
     assert_whole(Client(b.url).thread(thread)["messages"], 3)
 
 
 def test_killed_mid_turn_then_retried_elsewhere_completes_once(redis_server, start_replica):
-    a, b, thread, worker, _ = _mid_turn_on_a(redis_server, start_replica, "second", "killed-1")
-    time.sleep(0.3)  # a few tokens in
+    a, b, thread, worker, result = _mid_turn_on_a(redis_server, start_replica, "second", "killed-1")
+    wait_until(lambda: result["tokens"] >= 2, "a few tokens streamed by a")
     a.kill()
     worker.join(timeout=10)
 
@@ -160,10 +162,10 @@ def test_client_disconnect_cancels_the_model_promptly(redis_server, start_replic
             if line.startswith("event: token"):
                 break  # one token in, hang up
     hung_up = time.monotonic()
-    _wait_for(lambda: metric(replica.url, "threadline_model_cancelled_total") > before, 1.0, "cancellation")
+    wait_until(lambda: metric(replica.url, "threadline_model_cancelled_total") > before, "cancellation", 1.0)
     cancelled_after = time.monotonic() - hung_up
     assert cancelled_after < 1.0
-    _wait_for(lambda: metric(replica.url, "threadline_active_streams") == 0, what="stream closed")
+    wait_until(lambda: metric(replica.url, "threadline_active_streams") == 0, "stream closed")
 
     # The thread is consistent: the interrupted turn is pending, and a retry finishes it once.
     state = client.thread(thread)
@@ -189,7 +191,7 @@ def test_redis_outage_gives_503_and_recovers_without_restart(fresh_redis, start_
         assert httpx.get(f"{replica.url}/readyz", timeout=10).status_code == 503
     finally:
         fresh_redis.start()
-    _wait_for(lambda: httpx.get(f"{replica.url}/readyz", timeout=5).status_code == 200, 10, "ready")
+    wait_until(lambda: httpx.get(f"{replica.url}/readyz", timeout=5).status_code == 200, "ready", 10)
     assert client.say(thread, "during", "outage-1").status_code == 200
     assert_whole(client.thread(thread)["messages"], 2)
 
@@ -219,9 +221,9 @@ def test_sigterm_drains_in_flight_streams(redis_server, start_replica):
     replica = start_replica(redis_env(redis_server, MODEL_TOKEN_DELAY_MS="200", DRAIN_SECONDS="10"), "a")
     thread = Client(replica.url).new_thread()
     worker, result = _stream_in_background(replica.url, thread, "finish me", "drain-1")
-    _wait_for(lambda: metric(replica.url, "threadline_active_streams") == 1, what="streaming")
+    wait_until(lambda: metric(replica.url, "threadline_active_streams") == 1, "streaming")
     replica.signal(signal.SIGTERM)
-    _wait_for(lambda: httpx.get(f"{replica.url}/readyz").status_code == 503, 2, "not ready")
+    wait_until(lambda: httpx.get(f"{replica.url}/readyz").status_code == 503, "not ready", 2)
     refused = Client(replica.url).say(thread, "too late")
     assert refused.status_code == 503 and refused.headers["retry-after"]
     worker.join(timeout=15)
@@ -261,7 +263,7 @@ def test_store_down_at_start_up_means_not_ready_then_recovers(start_replica):
     server = RedisServer()  # not started yet
     try:
         replica = start_replica(redis_env(server), "a", wait_ready=False)
-        _wait_for(lambda: _status(f"{replica.url}/livez") == 200, 30, "live")
+        wait_until(lambda: _status(f"{replica.url}/livez") == 200, "live", 30)
         assert _status(f"{replica.url}/readyz") == 503
         response = httpx.post(f"{replica.url}/v1/threads", headers={"X-API-Key": API_KEY})
         assert response.status_code == 503 and response.headers["retry-after"] == "1"

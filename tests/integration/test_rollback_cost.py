@@ -5,7 +5,6 @@ time: one rollback of a tenant's own run read 1008 hashes in 0.83 s while it sca
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from threadline.checkpoint.instrumented import instrument
 from threadline.checkpoint.redis import RedisCheckpointSaver
 
 from client import API_KEY
-from servers import RedisServer, redis_env
+from servers import RedisServer, redis_env, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -105,11 +104,10 @@ def test_cancel_with_rollback_does_not_scan_other_threads(fresh_redis, start_rep
     before = http.get(f"/threads/{thread}/state").json()
     slow = {"assistant_id": "steps", "input": {"steps": 50, "delay": 0.1, "tag": "b"}}
     run = http.post(f"/threads/{thread}/runs", json=slow).json()["run_id"]
-    for _ in range(200):  # until it has checkpointed a few steps of its own
-        if len(http.get(f"/threads/{thread}/state").json()["values"].get("done", [])) >= 3:
-            break
-
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(http.get(f"/threads/{thread}/state").json()["values"].get("done", [])) >= 3,
+        "the slow run to checkpoint a few steps of its own",
+    )
     admin.config_resetstat()
     cancelled = http.post(f"/threads/{thread}/runs/{run}/cancel", params={"action": "rollback", "wait": True})
     assert cancelled.status_code in (200, 202, 204), cancelled.text

@@ -26,6 +26,8 @@ from threadline.runs.records_redis import RedisRecordStore
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
 
+from servers import until
+
 pytestmark = pytest.mark.integration
 
 GATES: dict[str, asyncio.Event] = {}
@@ -81,12 +83,12 @@ async def start_gated(executor: Runs, **options) -> tuple[str, str, asyncio.Even
     tid = (await executor.threads.create("alice"))["thread_id"]
     gate = GATES.setdefault(tid, asyncio.Event())
     run = await executor.create("alice", tid, {"assistant_id": "gated", "input": {"gate": tid}, **options})
-    for _ in range(200):
-        state = await executor.threads.state("alice", tid)
-        if state["values"].get("done") == ["first"]:
-            return tid, run.run_id, gate
-        await asyncio.sleep(0.02)
-    raise AssertionError("the first step never ran")
+
+    async def first_done() -> bool:
+        return (await executor.threads.state("alice", tid))["values"].get("done") == ["first"]
+
+    await until(first_done, "the first step to run", interval=0.02)
+    return tid, run.run_id, gate
 
 
 async def stored_events(records: RedisRecordStore, tid: str, run_id: str) -> list[str]:
@@ -154,13 +156,10 @@ async def test_a_watch_is_seen_by_the_executors_poll_once(redis_server) -> None:
     executor, reader = RedisRecordStore(client, ttl_seconds=60), RedisRecordStore(client, ttl_seconds=60)
     told: list[str] = []
     waiting = asyncio.create_task(executor.wait_cancel("t", "r", lambda: told.append("watched")))
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)  # polls that find no watch say nothing
     assert told == []
     await reader.watch_events("t", "r", 10)
-    for _ in range(100):
-        if told:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: told, "the executor's poll to see the watch")
     await asyncio.sleep(0.5)  # later polls do not tell it again
     assert told == ["watched"]
     assert await reader.request_cancel("t", "r") is False  # no such run: the wait goes on
@@ -175,9 +174,9 @@ async def test_runs_that_stop_waiting_during_a_poll_do_not_disturb_the_others(re
     await client.flushdb()
     store = RedisRecordStore(client, ttl_seconds=60)
     waits = [asyncio.create_task(store.wait_cancel("t", f"r{i}", lambda: None)) for i in range(10)]
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(0.25)  # the waits poll
     await admin.execute_command("CLIENT", "PAUSE", 500, "ALL")
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(0.25)  # past a poll interval: a poll is in flight, held by the pause
     for ending in waits[1::2]:
         ending.cancel()
     await asyncio.sleep(1.0)  # the paused poll answers, and two more polls

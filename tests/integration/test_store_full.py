@@ -10,7 +10,6 @@ primary is during a failover.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 import redis
 
 from client import API_KEY
-from servers import RedisServer, redis_env
+from servers import RedisServer, redis_env, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -187,10 +186,8 @@ def test_read_only_redis_answers_503_with_retry_after_on_every_route(fresh_redis
 
 
 def _wait_synced(client: redis.Redis, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def synced() -> bool:
         info = client.info("replication")
-        if info.get("master_link_status") == "up" and not info.get("master_sync_in_progress"):
-            return
-        time.sleep(0.05)
-    raise TimeoutError("replica did not sync")
+        return info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
+
+    wait_until(synced, "the replica to sync", timeout)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from client import API_KEY, OTHER_KEY
-from servers import redis_env
+from servers import redis_env, until, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -106,10 +106,12 @@ def test_streams_and_joins_take_slots_per_principal_and_per_replica(fresh_redis,
             assert full.status_code == 503 and full.json()["error"]["code"] == "unavailable", full.text
             assert full.headers["retry-after"]
     # Every slot came back once the clients went away.
-    deadline = time.monotonic() + 10
-    while (done := alice.post("/runs/wait", json={"assistant_id": "chat", "input": {}})).status_code != 200:
-        assert time.monotonic() < deadline, done.text
-        time.sleep(0.1)
+    wait_until(
+        lambda: alice.post("/runs/wait", json={"assistant_id": "chat", "input": {}}).status_code == 200,
+        "the slots to come back once the clients went away",
+        10,
+        interval=0.1,
+    )
 
 
 async def _hold_open(url: str, key: str, path: str, n: int, opened: asyncio.Event) -> None:
@@ -154,7 +156,11 @@ def test_a_hundred_open_streams_and_joins_leave_another_principal_its_requests(f
             ),
         ]
         await asyncio.wait_for(asyncio.gather(*(o.wait() for o in opened)), 30)
-        await asyncio.sleep(1)  # each of the 100 is in its blocking read now
+        redis = fresh_redis.client()
+        await until(
+            lambda: redis.info("clients")["blocked_clients"] >= 100, "each of the 100 in its blocking read"
+        )
+        redis.close()
         answers = []
         async with httpx.AsyncClient(
             base_url=replica.url, headers={"x-api-key": API_KEY}, timeout=30

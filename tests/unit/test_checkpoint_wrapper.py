@@ -22,6 +22,8 @@ from prometheus_client import REGISTRY
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
 from threadline.checkpoint.sqlite import ThreadedSqliteSaver, _bridge
 
+from servers import until
+
 pytestmark = pytest.mark.unit
 
 CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -46,11 +48,16 @@ class CopyOnly(InMemorySaver):
 
 
 class Failing(InMemorySaver):
+    def __init__(self) -> None:
+        super().__init__()
+        self.put_started = asyncio.Event()
+
     async def aget_tuple(self, config: Any) -> None:
         raise ConnectionError("store down")
 
     async def aput(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(10)
+        self.put_started.set()
+        await asyncio.sleep(10)  # a put that hangs until cancelled
 
 
 @pytest.mark.parametrize("inner_type", [InMemorySaver, CopyOnly, ThreadedSqliteSaver])
@@ -111,7 +118,7 @@ async def test_metrics_count_operations_errors_and_durations() -> None:
 
 class Slow(InMemorySaver):
     async def aput(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a slow store: the busy time under test
         return await super().aput(*args, **kwargs)
 
 
@@ -131,11 +138,12 @@ async def test_busy_time_counts_overlapping_operations_once() -> None:
 
 async def test_errors_are_counted_and_cancellation_is_not() -> None:
     backend = "unit-errors"
-    wrapped = instrument(Failing(), backend)
+    inner = Failing()
+    wrapped = instrument(inner, backend)
     with pytest.raises(ConnectionError):
         await wrapped.aget_tuple(CONFIG)
     task = asyncio.create_task(wrapped.aput(CONFIG, create_checkpoint(empty_checkpoint(), None, 1), {}, {}))
-    await asyncio.sleep(0.01)
+    await until(inner.put_started.is_set, "the put to reach the inner saver")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

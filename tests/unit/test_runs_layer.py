@@ -21,6 +21,8 @@ from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
 
+from servers import until
+
 pytestmark = pytest.mark.unit
 
 
@@ -73,8 +75,12 @@ async def test_reject_while_busy_and_resume_without_an_interrupt_are_conflicts()
     await runs.join("alice", tid, busy.run_id)
     with pytest.raises(Conflict):
         await runs.create("alice", tid, {"assistant_id": "chat", "command": {"resume": "x"}})
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # a loop turn: a run the refused creates had set going would be listed
     assert [r.status for r in await runs.list("alice", tid)] == ["success"]
+
+
+async def _is_running(runs: Runs, tid: str, run_id: str) -> bool:
+    return (await runs.get("alice", tid, run_id)).status == "running"
 
 
 class _UnpolledCancels(LocalRecordStore):
@@ -109,8 +115,7 @@ async def test_a_cancel_accepted_as_the_run_ended_wins_over_a_store_outage_while
     runs = Runs(Threads(records, assistants, lease, saver), assistants, records, lease, QuotaSettings())
     tid = (await runs.threads.create("alice"))["thread_id"]
     run = await runs.create("alice", tid, say("hi", stream_mode=["messages-tuple"]))
-    while (await runs.get("alice", tid, run.run_id)).status != "running":
-        await asyncio.sleep(0.01)
+    await until(lambda: _is_running(runs, tid, run.run_id), "the run to start", interval=0.01)
     await runs.cancel("alice", tid, run.run_id, "rollback")
     result = orjson.loads(await runs.join("alice", tid, run.run_id))
     assert result == {}  # the thread's values once rolled back, as langgraph-api: no __error__
@@ -123,8 +128,7 @@ async def test_a_run_that_ends_after_its_cancel_was_accepted_is_cancelled() -> N
     runs = layer(token_delay_ms=20, records=_UnpolledCancels())
     tid = (await runs.threads.create("alice"))["thread_id"]
     run = await runs.create("alice", tid, say("hi", stream_mode=["messages-tuple"]))
-    while (await runs.get("alice", tid, run.run_id)).status != "running":
-        await asyncio.sleep(0.01)
+    await until(lambda: _is_running(runs, tid, run.run_id), "the run to start", interval=0.01)
     await runs.cancel("alice", tid, run.run_id, "interrupt")
     result = orjson.loads(await runs.join("alice", tid, run.run_id))  # ran to its end
     assert "__error__" not in result and [m["type"] for m in result["messages"]] == ["human", "ai"]
