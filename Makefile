@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
 EXTRAS ?=
 
-.PHONY: help install install-runtime install-python install-system tools release-dry-run run test test-fast bench bench-service bench-api bench-abuse lint lock image image-test chaos kind-test
+.PHONY: help install install-runtime install-python install-system tools release-dry-run run test test-fast bench bench-service bench-api bench-abuse bench-store lint lock image image-test chaos kind-test
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,6 +53,10 @@ bench-service: install  ## service benchmark: turns/s and latency, redis vs redi
 
 bench-api: install  ## LangGraph API benchmark: threadline vs langgraph dev (and Aegra), runs.wait
 	$(PY) scripts/bench_api.py
+
+bench-store: install  ## long-term memory: puts/gets/searches per second and bytes per item, every backend's store
+	$(PY) scripts/bench_store.py
+	$(PY) scripts/bench_store.py --semantic --items 1000
 
 bench-abuse: install  ## abuse figures of ADR 0006: bodies, history RSS, token floods, quotas and edges
 	$(PY) scripts/bench_abuse.py

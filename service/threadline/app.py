@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 
 from fastapi import FastAPI
@@ -23,18 +23,29 @@ from threadline.api import errors, health, openapi, sessions, threads
 from threadline.api.cors import cors_options
 from threadline.api.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from threadline.api.middleware import ServiceMiddleware
-from threadline.config import Settings
+from threadline.config import ConfigError, Settings
 from threadline.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 
-def _stop_on_failure(task: asyncio.Task) -> None:
+def _stop_on_failure(runtime: Runtime) -> Callable[[asyncio.Task], None]:
     """A store that is down is retried; anything else opening the stores is a bug or a
-    misconfiguration: say so and stop, rather than sit not-ready forever."""
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.critical("cannot open the stores", exc_info=exc)
+    misconfiguration (a store that cannot give what ``langgraph.json`` asks): say so and stop,
+    rather than sit not-ready forever. A ConfigError is kept as ``runtime.fatal``, for the
+    command line to report as one and exit 2."""
+
+    def stop(task: asyncio.Task) -> None:
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        if isinstance(exc, ConfigError):
+            runtime.fatal = exc
+            log.critical("configuration error: %s", exc)
+        else:
+            log.critical("cannot open the stores", exc_info=exc)
         os.kill(os.getpid(), signal.SIGINT)
+
+    return stop
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -45,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             connector = asyncio.create_task(runtime.connect(stack), name="open-stores")
-            connector.add_done_callback(_stop_on_failure)
+            connector.add_done_callback(_stop_on_failure(runtime))
             try:
                 yield
             finally:

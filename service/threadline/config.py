@@ -235,6 +235,12 @@ class QuotaSettings(_Group):
     # each step writes a checkpoint, and LangGraph's own default (10,007) let a looping graph
     # run with 20 bytes of input fill a 160 MB Redis in 41 s (issue 18). A tool call costs two.
     max_recursion_limit: int = Field(default=100, ge=0, validation_alias=AliasChoices("MAX_RECURSION_LIMIT"))
+    # Long-term memory (the LangGraph Store): live items per principal, through the API and
+    # from its runs' graphs (an item stops counting when deleted or expired) ...
+    store_items_per_principal: int = Field(default=10_000, ge=0)
+    # ... and the JSON bytes of one item's value, so a principal holds at most the product
+    # (640 MiB by default; lower either for a small Redis).
+    store_item_bytes: int = Field(default=64 * 1024, ge=0)
 
 
 class ModelSettings(_Group):
@@ -287,6 +293,12 @@ class ServerSettings(_Group):
     max_streams: int = Field(default=200, gt=0)
     # Of those, at most this many per principal; one more is 429 (one tenant cannot take them all).
     max_streams_per_principal: int = Field(default=50, gt=0)
+    # Items or namespaces one store search or listing may return (a larger `limit` is 422):
+    # with QUOTA_STORE_ITEM_BYTES, what one response holds.
+    max_store_results: int = Field(default=100, gt=0)
+    # Candidates one search of the `redis` backend's store examines at most (filters and
+    # exact semantic search are evaluated on them; ADR 0015).
+    max_store_scan: int = Field(default=10_000, gt=0)
     # Browser origins allowed to call the API (CORS), comma-separated: `*` is any origin, an
     # entry ending in `:*` any port (`http://localhost:*`); empty allows none. See api/cors.py.
     cors_allow_origins: str = ""

@@ -16,7 +16,11 @@ Callers (the ``/v1`` turns, and the LangGraph API's threads and runs) call:
 * :meth:`Quotas.add_message_bytes` before a client's message is stored (not again for a
   retried message id the thread already holds);
 * :meth:`Quotas.release_thread` after a thread is deleted, or when its creation failed;
-* :meth:`Quotas.used_bytes` to start a copy's count at its source's.
+* :meth:`Quotas.used_bytes` to start a copy's count at its source's;
+* :meth:`Quotas.reserve_store_item` before a store item is written (through the API or by a
+  graph its runs run) and :meth:`Quotas.release_store_item` after one is deleted
+  (``QUOTA_STORE_ITEMS_PER_PRINCIPAL``; an item's size is bounded by ``QUOTA_STORE_ITEM_BYTES``
+  where it is written, :mod:`threadline.store.tenant`).
 
 With Redis checkpoints the counters live in the checkpoint Redis, shared by every replica
 (:mod:`threadline.redis_keys`): a principal's threads are a ZSET scored by last activity, so a
@@ -36,7 +40,7 @@ import redis.asyncio as aioredis
 
 from threadline.config import QuotaSettings, env_name
 from threadline.redis_client import is_cluster
-from threadline.redis_keys import principal_threads_key, thread_bytes_key
+from threadline.redis_keys import principal_store_items_key, principal_threads_key, thread_bytes_key
 
 
 class QuotaExceeded(Exception):
@@ -51,6 +55,8 @@ THREADS = env_name(QuotaSettings, "threads_per_principal")
 THREAD_BYTES = env_name(QuotaSettings, "thread_bytes")
 QUEUED_RUNS = env_name(QuotaSettings, "queued_runs_per_thread")
 EVENTS_PER_RUN = env_name(QuotaSettings, "max_events_per_run")
+STORE_ITEMS = env_name(QuotaSettings, "store_items_per_principal")
+STORE_ITEM_BYTES = env_name(QuotaSettings, "store_item_bytes")
 
 
 class Quotas(Protocol):
@@ -66,6 +72,14 @@ class Quotas(Protocol):
 
     async def used_bytes(self, thread_id: str) -> int:
         """The bytes counted on the thread so far."""
+
+    async def reserve_store_item(self, principal: str, item: str, expires_at: float | None) -> None:
+        """Count store item ``item`` (a digest) of ``principal`` until ``expires_at`` (epoch
+        seconds; None: until deleted); one already counted is just renewed. Raises
+        :class:`QuotaExceeded`."""
+
+    async def release_store_item(self, principal: str, item: str) -> None:
+        """Forget a deleted store item."""
 
 
 class RedisQuotas:
@@ -111,6 +125,17 @@ class RedisQuotas:
     return total
     """
 
+    # KEYS[1] principal's store items; ARGV[1] item, ARGV[2] now ms, ARGV[3] expiry ms (or
+    # +inf), ARGV[4] limit. Expired items stop counting first. Returns 1 (counted) or 0.
+    RESERVE_ITEM = """
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+    local limit = tonumber(ARGV[4])
+    if limit > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1])
+        and redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+    redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+    return 1
+    """
+
     def __init__(
         self,
         client: aioredis.Redis,
@@ -125,6 +150,7 @@ class RedisQuotas:
         self._reserve = client.register_script(self.RESERVE)
         self._add_bytes = client.register_script(self.ADD_BYTES)
         self._add_bytes_and_mark = client.register_script(self.ADD_BYTES_AND_MARK)
+        self._reserve_item = client.register_script(self.RESERVE_ITEM)
         self._cluster = is_cluster(client)
 
     def _now_ms(self) -> int:
@@ -168,14 +194,26 @@ class RedisQuotas:
     async def used_bytes(self, thread_id: str) -> int:
         return int(await self._client.get(thread_bytes_key(thread_id)) or 0)
 
+    async def reserve_store_item(self, principal: str, item: str, expires_at: float | None) -> None:
+        limit = self._settings.store_items_per_principal
+        expiry = "+inf" if expires_at is None else int(expires_at * 1000)
+        args = [item, self._now_ms(), expiry, limit]
+        if not await self._reserve_item(keys=[principal_store_items_key(principal)], args=args):
+            raise QuotaExceeded(STORE_ITEMS, limit)
+
+    async def release_store_item(self, principal: str, item: str) -> None:
+        await self._client.zrem(principal_store_items_key(principal), item)
+
 
 class LocalQuotas:
     """Quotas counted in this process (backends without Redis: one replica)."""
 
-    def __init__(self, settings: QuotaSettings) -> None:
+    def __init__(self, settings: QuotaSettings, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
+        self._clock = clock
         self._threads: dict[str, set[str]] = {}
         self._bytes: dict[str, int] = {}
+        self._items: dict[str, dict[str, float]] = {}  # principal → item → expiry (inf: none)
 
     async def reserve_thread(self, principal: str, thread_id: str) -> None:
         threads = self._threads.setdefault(principal, set())
@@ -197,3 +235,17 @@ class LocalQuotas:
 
     async def used_bytes(self, thread_id: str) -> int:
         return self._bytes.get(thread_id, 0)
+
+    async def reserve_store_item(self, principal: str, item: str, expires_at: float | None) -> None:
+        items = self._items.setdefault(principal, {})
+        limit = self._settings.store_items_per_principal
+        if limit and item not in items and len(items) >= limit:
+            now = self._clock()  # at the limit: expired items stop counting first
+            for expired in [i for i, at in items.items() if at <= now]:
+                del items[expired]
+            if len(items) >= limit:
+                raise QuotaExceeded(STORE_ITEMS, limit)
+        items[item] = float("inf") if expires_at is None else expires_at
+
+    async def release_store_item(self, principal: str, item: str) -> None:
+        self._items.get(principal, {}).pop(item, None)

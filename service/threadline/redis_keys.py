@@ -18,6 +18,7 @@ key                 type    holds
 ``tl:session:<h>``  HASH    the session whose token hashes to ``h``: principal, key digest,
                             absolute deadline (:mod:`threadline.sessions`)
 ``tl:p:{P}:threads`` ZSET   live threads of principal ``P``, scored by last activity (ms)
+``tl:p:{P}:items``  ZSET    live store items of principal ``P`` (digests), scored by expiry (ms)
 ``tl:{T}:thread``   HASH    LangGraph API thread record (:mod:`threadline.runs.records_redis`)
 ``tl:{T}:runs``     ZSET    the thread's run ids by creation time (µs)
 ``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
@@ -63,6 +64,11 @@ def thread_bytes_key(thread_id: str) -> str:
 def principal_threads_key(principal: str) -> str:
     """The ZSET of ``principal``'s live threads (quota ``QUOTA_THREADS_PER_PRINCIPAL``)."""
     return f"{PREFIX}:p:{{{principal}}}:threads"
+
+
+def principal_store_items_key(principal: str) -> str:
+    """The ZSET of ``principal``'s live store items (quota ``QUOTA_STORE_ITEMS_PER_PRINCIPAL``)."""
+    return f"{PREFIX}:p:{{{principal}}}:items"
 
 
 def thread_record_key(thread_id: str) -> str:

@@ -16,16 +16,19 @@ from threadline.agent.registry import (
     bind_graphs,
     import_auth,
     import_graphs,
+    import_object,
     read_deployment,
 )
 from threadline.auth import ApiKeys
 from threadline.checkpoint import is_store_down
-from threadline.config import Settings
+from threadline.config import ConfigError, Settings
 from threadline.custom_auth import CustomAuth
 from threadline.retry import delays
 from threadline.runs.assistants import Assistants
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
+from threadline.store import StoreOptions, store_options
+from threadline.store.tenant import Tenancy
 from threadline.stores import Stores
 from threadline.turns import Conversations
 
@@ -72,12 +75,16 @@ class Runtime:
         self.deployment = read_deployment(path) if path is not None else None
         self.user_graphs = import_graphs(self.deployment)
         self.custom_auth = _custom_auth(settings, self.deployment)
+        self.store_options = _store_options(self.deployment)
         announce(settings, self.user_graphs, has_identity=bool(key_hashes) or self.custom_auth is not None)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
         self.threads: Threads | None = None
         self.runs: Runs | None = None
+        self.tenancy: Tenancy | None = None
+        # A misconfiguration found only once the stores open (threadline.app stops then).
+        self.fatal: ConfigError | None = None
         self.draining = False
         self.streams = 0  # SSE replies and joins open now, at most settings.server.max_streams
         self.principal_streams: Counter[str] = Counter()  # of them, per principal
@@ -107,7 +114,7 @@ class Runtime:
         while True:
             attempt = AsyncExitStack()
             try:
-                stores = await Stores.open(self.settings, attempt)
+                stores = await Stores.open(self.settings, attempt, self.store_options)
             except Exception as exc:
                 await attempt.aclose()
                 if not is_store_down(exc):
@@ -124,6 +131,14 @@ class Runtime:
             self.threads = Threads(
                 stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas
             )
+            # Without custom auth each principal's items live under a namespace of its own; with
+            # it, the @auth.on.store handlers decide (threadline.store.tenant).
+            scoped = self.custom_auth is None
+            assert stores.store is not None
+            quota, server = self.settings.quota, self.settings.server
+            self.tenancy = Tenancy(
+                stores.store, stores.quotas, quota.store_item_bytes, scoped, server.max_store_scan
+            )
             self.runs = Runs(
                 self.threads,
                 self.assistants,
@@ -132,6 +147,7 @@ class Runtime:
                 heartbeat_seconds=self.settings.turn.lease_seconds,
                 timeout_seconds=self.settings.turn.timeout_seconds,
                 quota=self.settings.quota,
+                tenancy=self.tenancy,
             )
             stack.push_async_callback(self.runs.aclose)
             self.runs.start_sweep()
@@ -152,6 +168,14 @@ class Runtime:
         if waits:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*waits), seconds)
+
+
+def _store_options(deployment: Deployment | None) -> StoreOptions:
+    """``langgraph.json``'s ``store``, checked now (an embedding function imported), so a bad one
+    stops start-up before any store opens."""
+    if deployment is None:
+        return StoreOptions()
+    return store_options(deployment.store, lambda path, where: import_object(deployment, path, where))
 
 
 def _custom_auth(settings: Settings, deployment: Deployment | None) -> CustomAuth | None:

@@ -164,4 +164,10 @@ def serve(settings: Settings, host: str, port: int) -> None:
         # Its own port, so the API port (and an Ingress routing `/` to it) never exposes it.
         prometheus_client.start_http_server(settings.server.metrics_port, addr=host)
         log.info("metrics served", extra={"port": settings.server.metrics_port})
-    DrainingServer(uvicorn_config(app, settings, host, port), settings).run()
+    try:
+        DrainingServer(uvicorn_config(app, settings, host, port), settings).run()
+    except KeyboardInterrupt:  # the stop of threadline.app when opening the stores failed
+        if app.state.runtime.fatal is None:
+            raise
+    if (fatal := app.state.runtime.fatal) is not None:  # a misconfiguration found opening them
+        raise fatal

@@ -1,10 +1,11 @@
 """Everything the service keeps state in, opened together and probed together.
 
-Start order: checkpointer → turn lease and record store → sessions; stop order is the
-reverse. The record store (LangGraph API threads, runs, run events) shares the lease's Redis
-client with Redis checkpoints and is process-local otherwise, like the lease (ADR 0009). Opening fails
-with :class:`StoreUnavailable` when a store cannot be reached; the app then stays up, not
-ready, and retries (:mod:`threadline.app`) — nothing is ever replaced by an in-memory store.
+Start order: checkpointer → turn lease and record store → long-term memory store
+(:mod:`threadline.store`) → sessions; stop order is the reverse. The record store (LangGraph
+API threads, runs, run events) shares the lease's Redis client with Redis checkpoints and is
+process-local otherwise, like the lease (ADR 0009). Opening fails with
+:class:`StoreUnavailable` when a store cannot be reached; the app then stays up, not ready,
+and retries (:mod:`threadline.app`) — nothing is ever replaced by an in-memory store.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import AsyncExitStack
 import redis.asyncio as aioredis
 import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from threadline.checkpoint import open_checkpointer
 from threadline.config import Settings
@@ -26,6 +28,7 @@ from threadline.runs.records import RecordStore
 from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
 from threadline.sessions import MemorySessionStore, RedisSessionStore, SessionStore
+from threadline.store import StoreOptions, open_store
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,8 @@ async def warn_if_evicting(client: aioredis.Redis) -> None:
 
 
 class Stores:
-    """The opened checkpointer, turn lease, record store and session store of one process."""
+    """The opened checkpointer, turn lease, record store, long-term memory store and session
+    store of one process."""
 
     def __init__(
         self,
@@ -64,16 +68,21 @@ class Stores:
         sessions: SessionStore,
         quotas: Quotas,
         records: RecordStore | None = None,
+        store: BaseStore | None = None,
     ):
         self.checkpointer = checkpointer
         self.lease = lease
         self.sessions = sessions
         self.quotas = quotas
         self.records: RecordStore = records if records is not None else LocalRecordStore()
+        self.store = store
 
     @classmethod
-    async def open(cls, settings: Settings, stack: AsyncExitStack) -> Stores:
-        """Open every store into ``stack`` (closed in reverse order by the caller).
+    async def open(
+        cls, settings: Settings, stack: AsyncExitStack, store_options: StoreOptions | None = None
+    ) -> Stores:
+        """Open every store into ``stack`` (closed in reverse order by the caller);
+        ``store_options``: ``langgraph.json``'s ``store``.
 
         Raises:
             StoreUnavailable: a store cannot be reached now.
@@ -82,6 +91,7 @@ class Stores:
         lease: TurnLease
         quotas: Quotas
         records: RecordStore
+        client = None
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(
                 settings.checkpoint.redis_url, sentinel_password=settings.checkpoint.redis_sentinel_password
@@ -110,6 +120,7 @@ class Stores:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
             quotas = LocalQuotas(settings.quota)
             records = LocalRecordStore()
+        store = await stack.enter_async_context(open_store(settings, store_options or StoreOptions(), client))
         sessions: SessionStore
         session = settings.session
         if session.backend == "redis":
@@ -121,7 +132,7 @@ class Stores:
         else:
             sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions, quotas, records)
+        stores = cls(checkpointer, lease, sessions, quotas, records, store)
         await stores.ping()
         return stores
 

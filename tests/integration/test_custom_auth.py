@@ -307,3 +307,29 @@ def test_authenticate_runs_once_per_request(probe):
         f"GET /threads/{thread_id}",
         f"GET /threads/{thread_id}/history",
     ]
+
+
+def test_store_handlers_place_and_filter_each_users_items(probe):
+    """``@auth.on.store`` sees each store request first, as on langgraph-api: it puts jack's
+    items under his own label (which he sees, as the reference shows it), refuses a
+    namespace, and its filter narrows a search."""
+    jack, jill = _sdk(probe, "user-jack").store, _sdk(probe, "user-jill").store
+    jack.put_item(["notes"], "a", {"text": "mine", "shared": False})
+    jack.put_item(["notes"], "b", {"text": "ours", "shared": True})
+    assert jack.get_item(["notes"], "a")["namespace"] == ["jack", "notes"]
+    assert jill.get_item(["notes"], "a") is None
+    assert sorted(i["key"] for i in jack.search_items(["notes"])["items"]) == ["a", "b"]
+    assert jack.list_namespaces()["namespaces"] == [["jack", "notes"]]
+    with _http(probe, "user-jack", **{"X-Probe-Filtered": "1"}) as filtered:
+        found = filtered.post("/store/items/search", json={"namespace_prefix": ["notes"]}).json()
+        assert [i["key"] for i in found["items"]] == ["b"]
+    refused = _http(probe, "user-jack").put(
+        "/store/items", json={"namespace": ["forbidden"], "key": "k", "value": {}}
+    )
+    assert refused.status_code == 403 and "forbidden namespace" in refused.text
+    assert (
+        _http(probe, "user-jack")
+        .get("/store/items", params={"namespace": "forbidden", "key": "k"})
+        .status_code
+        == 403
+    )

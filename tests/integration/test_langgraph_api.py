@@ -425,8 +425,6 @@ async def test_auth_is_required_and_store_and_cron_are_not_served(pair: Pair) ->
         ).status_code == 401
         headers = {"x-api-key": API_KEY}
         for method, path in (
-            ("PUT", "/store/items"),
-            ("POST", "/store/items/search"),
             ("POST", "/runs/crons"),
             ("POST", "/runs/crons/search"),
             ("POST", f"/threads/{uuid.uuid4()}/runs/crons"),

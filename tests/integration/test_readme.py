@@ -87,6 +87,11 @@ def test_readme_sdk_session_against_make_run(tmp_path):
     assert lines[4] == "idle 6"
 
 
+def test_readme_memory_session_against_make_run(tmp_path):
+    out = run_against_make_run(tmp_path, "## Memory across threads", "python", [sys.executable, "-c"])
+    assert out.splitlines() == ["['drink']", "[['memories', 'me']]"]
+
+
 # --- the newcomer's path: a real model, your own graph, the chart and image commands ----------
 
 

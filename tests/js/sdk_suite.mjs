@@ -268,6 +268,25 @@ const checks = {
   },
 
   // -- what is not served --
+  // -- the store (long-term memory) --
+  async "store: put, get, search, list namespaces, delete across replicas"() {
+    const ns = ["memories", `js-${Date.now()}`];
+    await A.store.putItem(ns, "likes", { text: "tea", n: 1 });
+    await A.store.putItem(ns, "dislikes", { text: "coffee", n: 2 });
+    const item = await B.store.getItem(ns, "likes");
+    assert.deepEqual([item.namespace, item.key, item.value], [ns, "likes", { text: "tea", n: 1 }]);
+    const found = await B.store.searchItems(ns, { filter: { n: 2 } });
+    assert.deepEqual(found.items.map((i) => i.key), ["dislikes"]);
+    const listed = await A.store.listNamespaces({ prefix: ["memories"] });
+    assert.ok(listed.namespaces.some((n) => n.join() === ns.join()), JSON.stringify(listed));
+    await B.store.deleteItem(ns, "likes");
+    assert.equal(await A.store.getItem(ns, "likes"), null);
+    // What the SDK refuses itself, as another client would send it.
+    const bad = { namespace: ["bad.label"], key: "k", value: { v: 1 } };
+    const put = await raw("/store/items", { method: "PUT", body: JSON.stringify(bad), headers: { "content-type": "application/json" } });
+    assert.equal(put.status, 422);
+    assert.ok(put.body.detail, JSON.stringify(put.body));
+  },
   async "crons: not served, 404 with detail"() {
     const error = await rejects(A.crons.search(), 404);
     assert.match(error.message, /not|served/i);

@@ -1,7 +1,9 @@
-"""The JSON limits the middleware holds bodies to (api/json_limits.py): nesting depth and
-64-bit integers, decided on the raw body; anything else is left to the route."""
+"""The JSON limits the middleware holds bodies to (api/json_limits.py): nesting depth, 64-bit
+integers and Unicode strings, decided on the raw body; anything else is left to the route."""
 
 from __future__ import annotations
+
+import json
 
 import orjson
 import pytest
@@ -25,7 +27,18 @@ def test_integers_past_64_bits(number: bytes) -> None:
 
 @pytest.mark.parametrize(
     "body",
+    [rb'{"a": "\ud800"}', rb'{"a": ["x\uDFFFy"]}', rb'{"\udc00key": 1}', rb'["\ude0d\ud83d"]'],
+)
+def test_lone_surrogates(body: bytes) -> None:
+    assert problem(body) == "body: a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode"
+    with pytest.raises(orjson.JSONEncodeError):  # why: no store could encode it
+        orjson.dumps(json.loads(body))
+
+
+@pytest.mark.parametrize(
+    "body",
     [
+        rb'{"emoji": "\ud83d\ude0d", "plain": "\u00e9"}',  # a surrogate pair is one character
         _nested(MAX_DEPTH),
         b'{"a": 18446744073709551615, "b": -9223372036854775808}',
         b'{"text": "12345678901234567890123 in a string", "n": 1.5e300}',

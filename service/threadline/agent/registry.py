@@ -79,6 +79,7 @@ KNOWN_KEYS = frozenset(
         "env",
         "http",
         "auth",  # custom auth: import_auth
+        "store",  # long-term memory's index and TTL: threadline.store.store_options
     }
 )
 # Under ``http``: the keys threadline reads (langgraph-api has more, e.g. ``app``, ``mount_prefix``).
@@ -114,6 +115,8 @@ class Deployment:
     """``http.cors`` as written (checked by :func:`threadline.api.cors.cors_options`)."""
     auth: object = None
     """``auth`` as written (read by :func:`import_auth`)."""
+    store: object = None
+    """``store`` as written (read by :func:`threadline.store.store_options`)."""
 
 
 def read_config(config_path: Path) -> dict[str, GraphSpec]:
@@ -168,7 +171,7 @@ def read_deployment(config_path: Path) -> Deployment:
     _apply_env(document.get("env"), base)
     http = document.get("http")
     cors = http.get("cors") if isinstance(http, dict) else None
-    return Deployment(config_path, specs, cors, document.get("auth"))
+    return Deployment(config_path, specs, cors, document.get("auth"), document.get("store"))
 
 
 def _warn_unserved(document: dict[str, Any]) -> None:
@@ -430,14 +433,29 @@ def import_auth(deployment: Path | Deployment | None) -> object | None:
     path = section.get("path") if isinstance(section, dict) else None
     if path is None:
         return None  # `auth` with only openapi/disable_studio_auth: no custom authentication
+    value = import_object(deployment, path, where)
+    from langgraph_sdk import Auth
+
+    if not isinstance(value, Auth):
+        raise ConfigError(f"{where} ({path}): is a {type(value).__name__}, not a langgraph_sdk.Auth")
+    return value
+
+
+def import_object(deployment: Deployment, path: object, where: str) -> object:
+    """What ``path`` names: ``./file.py:attr`` relative to the json file, or
+    ``package.module:attr``, with the config's local ``dependencies`` importable.
+
+    Raises:
+        ConfigError: naming ``where`` (the config key) and the cause.
+    """
     location, sep, attr = path.rpartition(":") if isinstance(path, str) else ("", "", "")
     if not sep or not location or not attr.isidentifier():
         raise ConfigError(f"{where}: expected './file.py:attr' or 'package.module:attr'")
     base = deployment.path.resolve().parent
     if location.endswith(".py") or "/" in location:
-        spec = GraphSpec("auth", path, (base / location).resolve(), None, attr)
+        spec = GraphSpec(attr, str(path), (base / location).resolve(), None, attr)
     else:
-        spec = GraphSpec("auth", path, None, location, attr)
+        spec = GraphSpec(attr, str(path), None, location, attr)
     try:
         module = _import(spec)
         if not hasattr(module, attr):
@@ -446,9 +464,4 @@ def import_auth(deployment: Path | Deployment | None) -> object | None:
         raise ConfigError(f"{where} ({path}): {exc}") from None
     except Exception as exc:  # the module's own failure stops start-up, named
         raise ConfigError(f"{where} ({path}): {_describe(exc)}") from None
-    from langgraph_sdk import Auth
-
-    value = getattr(module, attr)
-    if not isinstance(value, Auth):
-        raise ConfigError(f"{where} ({path}): is a {type(value).__name__}, not a langgraph_sdk.Auth")
-    return value
+    return getattr(module, attr)

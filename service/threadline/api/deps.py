@@ -22,6 +22,7 @@ from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
 from threadline.runtime import Runtime
 from threadline.sessions import SessionStore
+from threadline.store.tenant import TenantStore
 from threadline.turns import Conversations
 
 # A malformed thread id is 400 on /v1 (the brief) and 422 on the LangGraph routes (the spec's
@@ -184,6 +185,14 @@ async def get_principal(caller: CallerDep) -> str:
 
 
 Principal = Annotated[str, Depends(get_principal)]
+
+
+async def get_store(runtime: RuntimeDep, principal: Principal) -> TenantStore:
+    """The caller's view of the store (:mod:`threadline.store.tenant`)."""
+    return (await _ready(runtime)).tenancy.of(principal)  # type: ignore[union-attr]
+
+
+StoreDep = Annotated[TenantStore, Depends(get_store)]
 
 
 class Authorizer:

@@ -21,6 +21,7 @@ from threadline.checkpoint import store_errors
 from threadline.lease import LeaseBusy
 from threadline.quotas import QuotaExceeded
 from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.store.tenant import ItemTooLarge
 from threadline.turns import TurnTimeout
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ def described(exc: Exception) -> tuple[int, str, str] | None:
         return 409, exc.code, exc.message
     if isinstance(exc, Invalid):
         return exc.status, "invalid_request", exc.message
+    if isinstance(exc, ItemTooLarge):
+        return 413, "item_too_large", exc.message
     return DOMAIN_ERRORS.get(type(exc))
 
 
@@ -109,7 +112,7 @@ def install(app: FastAPI, backend: str) -> None:
         status, code, message = described(exc) or (500, "internal", "internal error")
         return error_response(status, code, message)
 
-    for exc_type in (NotFound, Invalid, Conflict, *DOMAIN_ERRORS):
+    for exc_type in (NotFound, Invalid, Conflict, ItemTooLarge, *DOMAIN_ERRORS):
         app.add_exception_handler(exc_type, _domain)
 
     for exc_type in store_errors(backend):

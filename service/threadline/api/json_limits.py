@@ -1,5 +1,6 @@
 """What a JSON request body may hold beyond being JSON (ADR 0006): at most :data:`MAX_DEPTH`
-levels of nesting and integers that fit 64 bits.
+levels of nesting, integers that fit 64 bits, and strings that are Unicode (JSON's ``\\ud800``
+escapes may spell a lone surrogate, which no store can encode as UTF-8).
 
 Everything a client sends is stored and sent back through orjson, which refuses more than 255
 levels and integers outside [-2**63, 2**64) — mid-request, after a thread-quota slot was taken
@@ -7,9 +8,9 @@ levels and integers outside [-2**63, 2**64) — mid-request, after a thread-quot
 The middleware checks each whole body here before a route sees it, so such a body is a 422
 that changes nothing, on every route.
 
-Cost: two ``bytes.count`` and one regex search over the body (C speed; the body is at most
-``4 × MAX_MESSAGE_BYTES + 4 KiB``); only a body with :data:`MAX_DEPTH` brackets or a run of 19
-digits is parsed and walked.
+Cost: two ``bytes.count`` and two regex searches over the body (C speed; the body is at most
+``4 × MAX_MESSAGE_BYTES + 4 KiB``); only a body with :data:`MAX_DEPTH` brackets, a run of 19
+digits or a surrogate escape is parsed and walked.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ MAX_DEPTH = 64
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 
 _LONG_NUMBER = re.compile(rb"\d{19}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def problem(body: bytes) -> str | None:
     """Why ``body`` breaks a JSON limit, or None (also for a body that is not JSON at all: the
     route's own parsing answers that)."""
     brackets = body.count(b"[") + body.count(b"{")
-    if brackets < MAX_DEPTH and not _LONG_NUMBER.search(body):
+    if brackets < MAX_DEPTH and not _LONG_NUMBER.search(body) and not _SURROGATE_ESCAPE.search(body):
         return None
     try:
         value = json.loads(body)
@@ -49,14 +51,24 @@ def _walk(value: object) -> str | None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children = item.values()
+            children = [*item.values(), *item]
         elif isinstance(item, list):
             children = item
         else:
             if type(item) is int and not INT_MIN <= item <= INT_MAX:
                 return "body: an integer does not fit 64 bits"
+            if isinstance(item, str) and not _is_unicode(item):
+                return "body: a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode"
             continue
         if depth > MAX_DEPTH:
             return f"body: nested deeper than {MAX_DEPTH} levels"
         stack.extend((child, depth + 1) for child in children)
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

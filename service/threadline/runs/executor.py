@@ -36,6 +36,7 @@ from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import ACTIVE_RUN_STATUSES, CancelRequested, RecordStore, RunRecord
 from threadline.runs.threads import Threads
+from threadline.store.tenant import Tenancy
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Executor:
         heartbeat_seconds: how long a run's heartbeat lasts unrenewed (renewed every third).
         timeout_seconds: a run's deadline (None: none).
         sweep_seconds: between two orphan sweeps.
+        tenancy: the long-term memory store; each run's graph gets its owner's view of it.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Executor:
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
+        tenancy: Tenancy | None = None,
     ) -> None:
         self.quota = quota
         self.heartbeat_seconds = heartbeat_seconds
@@ -101,6 +104,7 @@ class Executor:
         self.assistants = assistants
         self.records = records
         self.lease = lease
+        self.tenancy = tenancy
         self._sweeper: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         # Results of the runs executing in this process, once recorded (None: read the store).
@@ -480,8 +484,16 @@ class Executor:
                         except KeyError:
                             raise _RunGone(run.run_id) from None
                     try:
+                        store = self.tenancy.of(run.owner) if self.tenancy is not None else None
                         return await run_graph(
-                            run, assistant, held, attempt, turn.events, self.quota, self.timeout_seconds
+                            run,
+                            assistant,
+                            held,
+                            attempt,
+                            turn.events,
+                            self.quota,
+                            self.timeout_seconds,
+                            store,
                         )
                     except FencedError:
                         # Paused or cut off past the lease: another executor takes the run over

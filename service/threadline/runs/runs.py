@@ -45,6 +45,7 @@ from threadline.runs.records import (
     shown_status,
 )
 from threadline.runs.threads import Threads, thread_config
+from threadline.store.tenant import Tenancy
 
 # Run records read per round trip when a run listing filters by status.
 RUNS_PAGE = 100
@@ -69,7 +70,7 @@ class Runs:
         lease: the turn lease shared with ``/v1`` turns.
         quota: the per-tenant limits a run meets (queued runs per thread, events per run,
             the recursion ceiling; ADR 0006), from the settings.
-        heartbeat_seconds, timeout_seconds, sweep_seconds: the executor's (see there).
+        heartbeat_seconds, timeout_seconds, sweep_seconds, tenancy: the executor's (see there).
     """
 
     def __init__(
@@ -82,12 +83,21 @@ class Runs:
         heartbeat_seconds: float = 10.0,
         timeout_seconds: float | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
+        tenancy: Tenancy | None = None,
     ) -> None:
         self.threads = threads
         self.assistants = assistants
         self.records = records
         self.executor = Executor(
-            threads, assistants, records, lease, quota, heartbeat_seconds, timeout_seconds, sweep_seconds
+            threads,
+            assistants,
+            records,
+            lease,
+            quota,
+            heartbeat_seconds,
+            timeout_seconds,
+            sweep_seconds,
+            tenancy,
         )
         self.quota = self.executor.quota
         self.idle = self.executor.idle  # set while no run executes here; a drain waits on it

@@ -61,3 +61,14 @@ async def threads(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.Filter
 async def assistants(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
     # The served graphs' assistants carry {"created_by": "system"}: a `filtered` caller sees none.
     return {"created_by": "someone"} if "filtered" in ctx.permissions else None
+
+
+@auth.on.store
+async def store(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
+    """Each user's items under their own first label, as LangGraph's docs show; a `filtered`
+    caller's searches see only items marked shared."""
+    namespace = tuple(value.get("namespace") or ())
+    if namespace[:1] == ("forbidden",):
+        raise Auth.exceptions.HTTPException(403, "forbidden namespace")
+    value["namespace"] = (ctx.user.identity, *namespace)
+    return {"shared": True} if "filtered" in ctx.permissions else None

@@ -2,8 +2,16 @@
 router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starlette) in
 :mod:`.runs`, their stream slots in :mod:`threadline.api.streams`."""
 
-from threadline.api.langgraph import assistants, meta, protocol, runs, threads
+from threadline.api.langgraph import assistants, meta, protocol, runs, store, threads
 
-ROUTERS = (meta.router, assistants.router, threads.router, runs.router, protocol.router, meta.unserved)
+ROUTERS = (
+    meta.router,
+    assistants.router,
+    threads.router,
+    runs.router,
+    protocol.router,
+    store.router,
+    meta.unserved,
+)
 
 __all__ = ["ROUTERS"]

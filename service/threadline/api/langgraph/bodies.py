@@ -8,9 +8,9 @@ silently dropped.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from threadline.runs.events import StreamMode
 from threadline.runs.records import ID_PATTERN, ThreadStatus
@@ -203,3 +203,41 @@ class RunsCancel(_Body):
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
     run_ids: list[str] | None = None
     status: Literal["pending", "running", "all"] | None = None
+
+
+# -- the store (/store/*) --
+
+# A namespace label: what LangGraph's stores accept (non-empty, no period, no NUL), bounded.
+NamespaceLabel = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^.\x00]*$")]
+Namespace = Annotated[list[NamespaceLabel], Field(max_length=32)]
+StoreKey = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class StorePut(_Body):
+    namespace: Annotated[list[NamespaceLabel], Field(min_length=1, max_length=32)]
+    key: StoreKey
+    value: dict[str, Any]
+    index: Literal[False] | list[str] | None = None
+    ttl: float | None = Field(default=None, gt=0)
+
+
+class StoreDelete(_Body):
+    namespace: Annotated[list[NamespaceLabel], Field(min_length=1, max_length=32)]
+    key: StoreKey
+
+
+class StoreSearch(_Body):
+    namespace_prefix: Namespace | None = None
+    filter: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1)
+    offset: int = Field(default=0, ge=0)
+    query: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    refresh_ttl: bool | None = None
+
+
+class StoreNamespaces(_Body):
+    prefix: Namespace | None = None
+    suffix: Namespace | None = None
+    max_depth: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=1)
+    offset: int = Field(default=0, ge=0)

@@ -1,5 +1,5 @@
-"""``/ok`` and ``/info`` (no credentials, as langgraph-api), and a clear 404 for the store and
-cron endpoints, which threadline does not serve yet."""
+"""``/ok`` and ``/info`` (no credentials, as langgraph-api), and a clear 404 for the cron
+endpoints, which threadline does not serve yet."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ async def info() -> dict:
         "version": __version__,
         "server": "threadline",
         "langgraph_py_version": langgraph.version.__version__,
-        "flags": {"assistants": True, "crons": False, "langsmith": False, "store": False},
+        "flags": {"assistants": True, "crons": False, "langsmith": False, "store": True},
     }
 
 
@@ -36,7 +36,6 @@ def _unserved(what: str):
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-unserved.add_api_route("/store/{rest:path}", _unserved("store"), methods=_METHODS)
 unserved.add_api_route("/runs/crons", _unserved("cron"), methods=_METHODS)
 unserved.add_api_route("/runs/crons/{rest:path}", _unserved("cron"), methods=_METHODS)
 unserved.add_api_route("/threads/{thread_id}/runs/crons", _unserved("cron"), methods=_METHODS)
