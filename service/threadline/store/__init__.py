@@ -1,0 +1,1 @@
+"""Long-term memory: LangGraph ``BaseStore`` implementations of threadline."""
