@@ -310,7 +310,9 @@ FEATURES = (
     "created_at",  # created_at is the last put's time, as InMemoryStore's
     "timestamps",  # timezone-aware, to the microsecond
     "batch",  # one abatch: reads see the state before its puts
-    "ttl",  # long TTLs on puts, refresh on reads, and a short-TTL episode
+    "ttl",  # long TTLs on puts, and a short-TTL episode
+    "ttl_refresh",  # reads with and without refresh_ttl
+    "list_namespaces",  # prefixes, suffixes, max_depth, limit and offset
     "query",  # semantic search (stores with an index)
     "scoreless_fill",  # a ranked page filled with items without vectors (offset not applied)
 )
@@ -414,7 +416,7 @@ class RandomOps:
         return LONG_TTL if "ttl" in self.f and self.rng.random() < 0.3 else None
 
     def refresh(self) -> bool:
-        return "ttl" not in self.f or self.rng.random() < 0.5
+        return "ttl_refresh" not in self.f or self.rng.random() < 0.5
 
     def pattern(self, labels: tuple[str, ...]) -> tuple[str, ...]:
         if "wildcards" not in self.f:
@@ -458,7 +460,7 @@ class RandomOps:
         elif r < 0.85:
             await self.search()
         elif r < 0.97:
-            if "many_listed" in self.f:  # (every listing here holds more than a page)
+            if {"list_namespaces", "many_listed"} <= self.f:  # (each listing here holds more than a page)
                 await self.list()
         elif "batch" in self.f:
             await self.batch()

@@ -121,7 +121,7 @@ class RedisStore(BaseStore):
         await self._load_scripts()
         if self.index_config is None:
             return
-        has = bool(await self.script("probe", [self.keys.meta], []))
+        has = bool(await self.script("probe", [self.keys.probe], []))
         if self._want_vector_sets and not has:
             raise RuntimeError("vector_sets=True, but this server has no vector sets (Redis 8)")
         mode = "v" if has and self._want_vector_sets is not False else "e"
@@ -274,8 +274,11 @@ class RedisStore(BaseStore):
             keep[root] = 0 if ttl == 0 or keep.get(root) == 0 else max(keep.get(root, 0), 2 * ttl)
             blobs = fmt.pack_vectors(vectors.get((op.namespace, op.key), []), self.dims)
             args = [m, fmt.encode_value(op.value), ttl, len(blobs), self.mode]
-            args += [b"".join(blobs) if self.mode == "e" else b"", fmt.vector_attributes(op.namespace)]
-            writes.append(self.call("put", keys, args + (blobs if self.mode == "v" else [])))
+            if self.mode == "v":
+                args += [b"", fmt.vector_attributes(op.namespace), *blobs]
+            else:
+                args += [b"".join(blobs), b""]
+            writes.append(self.call("put", keys, args))
         touch = [self.call("root_touch", [self.keys.roots, self.keys.gen], self._touch_args(keep))]
         # The root set is touched after the items are in (ROOT_DROP's guard relies on it).
         if self.cluster or not keep:

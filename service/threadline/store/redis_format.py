@@ -38,6 +38,7 @@ class Keys:
         self.prefix = prefix.encode()
         meta = self.prefix + b":{#}:"
         self.roots, self.gen, self.meta = meta + b"roots", meta + b"gen", meta + b"meta"
+        self.probe = meta + b"probe"  # never written: what setup() asks VCARD about
 
     def root(self, label: str) -> bytes:
         return self.prefix + b":{" + _tag(label).encode() + b"}:"

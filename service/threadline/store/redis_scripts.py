@@ -4,7 +4,7 @@ KEYS, ARGV and reply.
 A script touches one root's keys (``{L'}``: index, vector set, items, all passed as KEYS) or
 the root set's (``{#}``), so each runs on one cluster slot. Expiry follows one rule, ``keep``:
 a key that indexes an item never expires before it — ``PERSIST`` for an item without TTL, else
-``PEXPIRE 2t`` when the key has less than ``t`` left (so a key is extended at most once per
+``PEXPIRE 2t`` when the key has ``t`` or less left (so a key is extended at most once per
 ``t``, not on every write). Vector-set commands run only in mode ``v`` (Redis 8).
 """
 
@@ -16,7 +16,7 @@ local function keep(k, t, before)  -- k indexes an item with TTL t ms (0: none);
     if before ~= -1 then redis.call('PERSIST', k) end
     return 0
   end
-  if before == -2 or (before >= 0 and before < t) then
+  if before == -2 or (before >= 0 and before <= t) then
     redis.call('PEXPIRE', k, 2 * t)
     return 2 * t
   end
@@ -191,7 +191,7 @@ end
 for i, before in ipairs({rb, gb}) do
   if longest == 0 then
     if before ~= -1 then redis.call('PERSIST', KEYS[i]) end
-  elseif before == -2 or (before >= 0 and before < longest) then
+  elseif before == -2 or (before >= 0 and before <= longest) then
     redis.call('PEXPIRE', KEYS[i], longest)
   end
 end
@@ -217,11 +217,15 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1
 """
 
-# Whether the server has vector sets (Redis 8). KEYS: any key (the cluster node to ask).
-# Reply: 1 or 0.
+# Whether the server has vector sets (Redis 8). KEYS: a key never written (the cluster node
+# to ask). Reply: 1 or 0 (another error is raised).
 PROBE = r"""
 local r = redis.pcall('VCARD', KEYS[1])
-if type(r) == 'table' and r.err then return 0 end
+if type(r) == 'table' and r.err then
+  local e = string.lower(r.err)  -- 'Unknown Redis command called from script' (Redis 7)
+  if string.find(e, 'unknown', 1, true) and string.find(e, 'command', 1, true) then return 0 end
+  return redis.error_reply(r.err)
+end
 return 1
 """
 
