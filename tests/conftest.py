@@ -54,6 +54,16 @@ def redis_stack_server() -> Iterator[RedisServer]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def redis8_server() -> Iterator[RedisServer]:
+    """The same Redis 8.2 without modules: vector sets (VADD/VSIM), no RedisJSON/RediSearch."""
+    from servers import redis_stack_binaries
+
+    server = RedisServer(binary=redis_stack_binaries()[0]).start()
+    yield server
+    server.close()
+
+
 @pytest.fixture
 def redis_sentinel() -> Iterator[RedisSentinelSet]:
     """A primary, a replica and three sentinels of this test's own (tests kill the primary)."""

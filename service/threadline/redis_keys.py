@@ -30,6 +30,9 @@ key                 type    holds
 ``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
 ``tl:runs:active``  ZSET    ``<T> <R>`` of every pending or running API run, by creation (µs):
                             what each replica's orphan sweep reads (ADR 0010)
+``tl:store:{L}:…``  …       long-term memory under root label ``L`` (index ``x``, items
+                            ``i:<member>``, vector set ``v``) and ``tl:store:{#}:…`` (the root
+                            set): named in :mod:`threadline.store.redis_format` (ADR 0015)
 ==================  ======  ==============================================================
 """
 
