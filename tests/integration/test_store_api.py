@@ -31,7 +31,7 @@ from threadline.config import (
 from threadline.store import open_store, store_options
 
 from client import API_KEY, API_KEYS, OTHER_KEY
-from servers import RedisServer
+from servers import RedisServer, until
 
 pytestmark = pytest.mark.integration
 
@@ -276,3 +276,25 @@ def test_an_index_on_postgres_without_pgvector_stops_start_up_naming_it(
     )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "`store.index`: the Postgres at" in done.stderr and "pgvector" in done.stderr
+
+
+async def test_an_item_with_a_ttl_expires_and_frees_its_quota_slot(
+    start_replica, redis_server: RedisServer
+) -> None:
+    flush(redis_server, 1)
+    env = {
+        "CHECKPOINT_BACKEND": "redis",
+        "CHECKPOINT_REDIS_URL": redis_server.url(1),
+        "SESSION_BACKEND": "memory",
+        "API_KEYS": API_KEYS,
+        "QUOTA_STORE_ITEMS_PER_PRINCIPAL": "1",
+    }
+    store = get_client(url=start_replica(env, "ttl").url, api_key=API_KEY).store
+    await store.put_item(["brief"], "k", {"v": 1}, ttl=0.02)  # minutes: 1.2 s
+    assert await status_of(store.put_item(["brief"], "other", {"v": 2})) == 429
+
+    async def gone() -> bool:
+        return await store.get_item(["brief"], "k", refresh_ttl=False) is None  # a read refreshes by default
+
+    await until(gone, what="the item to expire")
+    await store.put_item(["brief"], "other", {"v": 2})  # the expired item no longer counts
