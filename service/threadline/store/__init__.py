@@ -35,6 +35,7 @@ from langgraph.store.base import BaseStore, IndexConfig, TTLConfig, ensure_embed
 
 from threadline.config import ConfigError, Settings
 from threadline.errors import StoreUnavailable
+from threadline.store.tenant import MAX_TTL_MINUTES
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,14 @@ def _ttl(ttl: object) -> TTLConfig | None:
     config: TTLConfig = {}
     default = ttl.get("default_ttl")
     if default is not None:
-        if not isinstance(default, int | float) or isinstance(default, bool) or default <= 0:
-            raise ConfigError(f"{WHERE}.ttl.default_ttl` must be a positive number of minutes")
+        if (
+            not isinstance(default, int | float)
+            or isinstance(default, bool)
+            or not 0 < default <= MAX_TTL_MINUTES
+        ):
+            raise ConfigError(
+                f"{WHERE}.ttl.default_ttl` must be a positive number of minutes, at most {MAX_TTL_MINUTES}"
+            )
         config["default_ttl"] = float(default)
     if "refresh_on_read" in ttl:
         if not isinstance(ttl["refresh_on_read"], bool):

@@ -44,6 +44,9 @@ class ItemTooLarge(Exception):
         self.message = f"value: larger than {STORE_ITEM_BYTES}={limit} bytes of JSON"
 
 
+# The longest TTL an item may have (about 19 years): a longer one overflows Redis's expiry.
+MAX_TTL_MINUTES = 10_000_000
+
 # Namespaces read per round trip by a listing with a suffix condition.
 NAMESPACE_PAGE = 100
 
@@ -140,6 +143,8 @@ class TenantStore(BaseStore):
         limit = self._tenancy.item_bytes
         if limit and len(orjson.dumps(op.value)) > limit:
             raise ItemTooLarge(limit)
+        if op.ttl is not None and not 0 < op.ttl <= MAX_TTL_MINUTES:
+            raise ValueError(f"ttl: more than 0 and at most {MAX_TTL_MINUTES} minutes")
         quotas = self._tenancy.quotas
         if quotas is None:
             return

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from threadline.runs.events import StreamMode
 from threadline.runs.records import ID_PATTERN, ThreadStatus
+from threadline.store.tenant import MAX_TTL_MINUTES
 
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
@@ -218,7 +219,7 @@ class StorePut(_Body):
     key: StoreKey
     value: dict[str, Any]
     index: Literal[False] | list[str] | None = None
-    ttl: float | None = Field(default=None, gt=0)
+    ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)  # minutes
 
 
 class StoreDelete(_Body):
