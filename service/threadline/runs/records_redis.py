@@ -274,26 +274,33 @@ class RedisRecordStore:
             *([] if self._cluster else [active_runs_key()]),
         ]
         token = lease.token_to_release() if lease is not None else ""
-        finished = await self._finish_run(
-            keys=keys,
-            args=[
-                run_id,
-                status,
-                thread_status,
-                now_iso(),
-                self._ttl,
-                result,
-                END_EVENT,
-                min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
-                executor or "",
-                "1" if unless_cancelled else "0",
-                token,
-                member,
-                "1" if keep_events else "0",
-                "1" if status in FAILED_RUN_STATUSES else "0",
-                *(part for event in events or () for part in event),
-            ],
-        )
+        failed = status in FAILED_RUN_STATUSES
+        args = [
+            run_id,
+            status,
+            thread_status,
+            now_iso(),
+            self._ttl,
+            result,
+            END_EVENT,
+            min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
+            executor or "",
+            "1" if unless_cancelled else "0",
+            token,
+            member,
+            "1" if keep_events else "0",
+            "1" if failed else "0",
+        ]
+        if keep_events:
+            finished = await self._finish_run(keys=keys, args=[*args, "0", *_flat(events)])
+        else:
+            # Sent only if a client on another replica asks for them (the script says so):
+            # the events and the result of a run nobody asks for are whole states, most of
+            # the bytes a run sends and of the script's time (issue 24).
+            withheld = args if failed else [*args[:5], b"", *args[6:]]
+            finished = await self._finish_run(keys=keys, args=[*withheld, "1"])
+            if finished == -1:
+                finished = await self._finish_run(keys=keys, args=[*args, "0", *_flat(events)])
         if token:
             lease.released_by_store()  # type: ignore[union-attr]
         if isinstance(finished, bytes):
@@ -392,3 +399,8 @@ class RedisRecordStore:
 
     async def watch_thread(self, thread_id: str, ttl_seconds: float) -> None:
         await self._client.set(thread_watch_key(thread_id), b"1", px=int(ttl_seconds * 1000))
+
+
+def _flat(events: list[tuple[str, bytes]] | None) -> list[Any]:
+    """Events as a script's ARGV takes them: name, data, name, data, …"""
+    return [part for event in events or () for part in event]

@@ -79,18 +79,21 @@ CREATE_RUN = (
 # result left for a joiner, ARGV[9] executor ('' : any), ARGV[10] '1': not if a cancel was
 # requested, ARGV[11] the executor's lease token ('': none), ARGV[12] the run's active-index
 # member, ARGV[13] '1': keep the events (a client can ask for them), ARGV[14] '1': the run
-# failed (its result stays with its record), ARGV[15..] events the executor has not
-# appended yet (name, data, …).
+# failed (its result stays with its record), ARGV[15] '1': withheld — the caller knows of no
+# client that asks for the events or the result, so it sent no events and the result only if
+# the run failed; ARGV[16..] events the executor has not appended yet (name, data, …).
 # First the lease is released if it is still the token's (what the executor did in a round
 # trip of its own just before: a refused end changes nothing about it). A deleted or ended
 # run is left as it is, and so is a run another executor took over (returns 0; their
-# events are dropped); else the events are appended if they are kept (ARGV[13], or a
-# client on another replica streams the run or its thread), then, with ARGV[10], a run a
-# cancel was requested for is left running (returns the cancel's action). Else the status
-# is written before the end event: a client that sees the end and then reads the run sees
-# it finished; events not kept are deleted, the result is left on the end stream only for
-# a joiner that waits (KEYS[11]); and the run leaves the active-run index (on Cluster the
-# caller does that).
+# events are dropped). With ARGV[15], a client on another replica that streams the run or
+# its thread, or waits for its result, means nothing is done and -1 is returned: the caller
+# sends it all (the events and results of runs nobody asks for, whole states each, are most
+# of what a run sends; issue 24). Else the events are appended if they are kept (ARGV[13],
+# or such a client), then, with ARGV[10], a run a cancel was requested for is left running
+# (returns the cancel's action). Else the status is written before the end event: a client
+# that sees the end and then reads the run sees it finished; events not kept are deleted, the
+# result is left on the end stream only for a joiner that waits (KEYS[11]); and the run
+# leaves the active-run index (on Cluster the caller does that).
 FINISH_RUN = (
     RedisTurnLease.RELEASE_FUNCTION
     + """
@@ -105,8 +108,9 @@ FINISH_RUN = (
     local hb = redis.call('GET', KEYS[6])
     if ARGV[9] ~= '' and hb and hb ~= ARGV[9] then return 0 end
     local keep = ARGV[13] == '1' or redis.call('EXISTS', KEYS[9], KEYS[10]) > 0
-    if keep and #ARGV > 14 then
-      for i = 15, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
+    if ARGV[15] == '1' and (keep or redis.call('EXISTS', KEYS[11]) == 1) then return -1 end
+    if keep and #ARGV > 15 then
+      for i = 16, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
       redis.call('EXPIRE', KEYS[4], ARGV[5])
     end
     if ARGV[10] == '1' then
