@@ -11,7 +11,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -149,7 +149,7 @@ class LocalRecordStore:
         executor: str | None = None,
         unless_cancelled: bool = False,
         *,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
         keep_events: bool = False,
     ) -> bool:

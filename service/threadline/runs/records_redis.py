@@ -12,7 +12,7 @@ id whose record is gone is dropped when the index is read). How a record is stor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -254,7 +254,7 @@ class RedisRecordStore:
         executor: str | None = None,
         unless_cancelled: bool = False,
         *,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
         keep_events: bool = False,
     ) -> bool:
@@ -401,6 +401,6 @@ class RedisRecordStore:
         await self._client.set(thread_watch_key(thread_id), b"1", px=int(ttl_seconds * 1000))
 
 
-def _flat(events: list[tuple[str, bytes]] | None) -> list[Any]:
+def _flat(events: Collection[tuple[str, bytes]] | None) -> list[Any]:
     """Events as a script's ARGV takes them: name, data, name, data, …"""
     return [part for event in events or () for part in event]
