@@ -404,10 +404,17 @@ async def test_a_run_on_an_idle_thread_starts_with_the_lease_and_ends_releasing_
         t = thread()
         await store.create_thread(t)
         run, second = run_on(t.thread_id), run_on(t.thread_id)
+        suffix = lease.token_suffix()
         first, token = await store.create_and_start_run(
-            run, False, 5, "exec", lease_ms=lease.lease_ms, event=("metadata", b'{"attempt":1}')
+            run,
+            False,
+            5,
+            "exec",
+            lease_ms=lease.lease_ms,
+            event=("metadata", b'{"attempt":1}'),
+            token_suffix=suffix,
         )
-        assert first and token is not None and token.count(".") == 1
+        assert first and token is not None and token.split(".")[1] == suffix
         assert (await client.get(lease_key(t.thread_id))).decode() == token
         assert (await store.get_run(t.thread_id, run.run_id)).status == "running"
         assert [e.event for e in await store.read_events(t.thread_id, run.run_id, None, 0)] == ["metadata"]

@@ -139,6 +139,7 @@ class Executor:
             alive_seconds=self.heartbeat_seconds,
             executor=executor,
             lease_ms=self.lease.lease_ms,
+            token_suffix=self.lease.token_suffix(),
             event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             max_queued=self.quota.queued_runs_per_thread,
         )

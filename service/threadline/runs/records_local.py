@@ -98,6 +98,7 @@ class LocalRecordStore:
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
+        token_suffix: str = "",
     ) -> tuple[bool, str | None]:
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
         thread = self._threads.get(run.thread_id)

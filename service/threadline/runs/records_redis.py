@@ -162,6 +162,7 @@ class RedisRecordStore:
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
+        token_suffix: str = "",
     ) -> tuple[bool, str | None]:
         member = f"{run.thread_id} {run.run_id}"
         if self._cluster:
@@ -192,6 +193,7 @@ class RedisRecordStore:
                 lease_ms,
                 *event,
                 member,
+                token_suffix,
                 *codec.run_fields(run),
             ],
         )

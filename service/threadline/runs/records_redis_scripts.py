@@ -35,7 +35,8 @@ UPDATE_THREAD = """
 # the thread may have before this one (0: no cap), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
 # ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
 # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
-# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12..] run fields.
+# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's
+# suffix (RedisTurnLease.token_suffix), ARGV[13..] run fields.
 # Returns -1 no such thread, 0 rejected (thread has an active run), -2 the queue is full
 # (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
 # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
@@ -55,7 +56,7 @@ CREATE_RUN = (
     end
     if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 12))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 13))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
@@ -63,7 +64,7 @@ CREATE_RUN = (
     if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[6]) end
     if redis.call('ZCARD', KEYS[3]) ~= 1 then return 1 end
     if ARGV[8] == '0' then return 2 end
-    local token = acquire_lease(KEYS[7], KEYS[8], ARGV[8], ARGV[4])
+    local token = acquire_lease(KEYS[7], KEYS[8], ARGV[8], ARGV[4], ARGV[12])
     if not token then return 2 end
     redis.call('HSET', KEYS[4], 'status', 'running')
     redis.call('XADD', KEYS[6], '*', 'e', ARGV[9], 'd', ARGV[10])
