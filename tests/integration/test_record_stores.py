@@ -337,13 +337,13 @@ async def test_a_run_sends_its_events_and_result_with_its_end_only_when_a_client
     elif asking == "a joiner":
         await store.watch_result(t.thread_id, run.run_id, 5)
     sent: list[int] = []
-    script = store._finish_run
+    script = store._script
 
-    async def counted(keys, args):  # the bytes of each call's ARGV
+    async def counted(name, keys, args):  # the bytes of each FINISH_RUN's ARGV
         sent.append(sum(len(a) for a in args if isinstance(a, bytes)))
-        return await script(keys=keys, args=args)
+        return await script(name, keys, args)
 
-    store._finish_run = counted
+    store._script = counted
     state = b'{"messages":"' + b"x" * 20_000 + b'"}'
     status = "error" if asking == "a failed run's reader" else "success"
     assert await store.finish_run(

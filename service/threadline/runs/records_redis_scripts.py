@@ -182,3 +182,15 @@ CLAIM = """
     if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
     return redis.call('HINCRBY', KEYS[2], 'attempt', 1) + 1
     """
+
+# By the names the store calls them.
+SCRIPTS: dict[str, str] = {
+    "create_thread": CREATE_THREAD,
+    "update_thread": UPDATE_THREAD,
+    "create_run": CREATE_RUN,
+    "finish_run": FINISH_RUN,
+    "request_cancel": REQUEST_CANCEL,
+    "set_run_status": SET_RUN_STATUS,
+    "beat": BEAT,
+    "claim": CLAIM,
+}
