@@ -1,9 +1,10 @@
 """The growing chat of ``make bench-api`` and ``scripts/profile_run.py``: a MessagesState graph
 with one node that answers every human message with a ~200-character AI reply (the
 conversation of issue 12, as ``scripts/bench_checkpointers.py`` has it): each run adds two
-messages to the thread, so its state grows with every turn."""
+messages to the thread, so its state grows with every turn.
 
-from __future__ import annotations
+No ``from __future__ import annotations``: Aegra 0.6 resolves a node's type hints outside this
+module's globals (see examples/refunds/graph.py), and this graph serves its benchmark too."""
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import START, MessagesState, StateGraph
