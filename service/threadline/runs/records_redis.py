@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from threadline import access
 from threadline.access import Filters
-from threadline.checkpoint.redis.pipelining import ScriptPipelining
+from threadline.checkpoint.redis import pipelining
 from threadline.lease import HeldLease
 from threadline.redis_client import is_cluster
 from threadline.redis_keys import (
@@ -83,13 +83,14 @@ class RedisRecordStore:
         self._cluster = is_cluster(client)
         self._cancels = CancelPoller(client)
         self._scripts = {name: client.register_script(text) for name, text in scripts.SCRIPTS.items()}
-        # Script calls of one event-loop iteration (concurrent runs' starts and ends) share a
-        # round trip, as the saver's do (not on a Cluster, whose pipelines split by slot).
-        self._pipelining = None if self._cluster else ScriptPipelining(client, self._scripts)
+        # Script calls and record reads of one event-loop iteration (concurrent runs' starts
+        # and ends, the quotas') share a round trip, as the saver's do (not on a Cluster,
+        # whose pipelines split by slot).
+        self._pipelining = pipelining.shared(client)
 
     async def _script(self, name: str, keys: list[Any], args: list[Any]) -> Any:
         if self._pipelining is not None:
-            return await self._pipelining.call(name, keys, args)
+            return await self._pipelining.run(self._scripts[name], keys, args)
         return await self._scripts[name](keys=keys, args=args)
 
     async def ping(self) -> None:
@@ -110,7 +111,12 @@ class RedisRecordStore:
         return bool(created)
 
     async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
-        record = codec.decode_thread(thread_id, await self._client.hgetall(thread_record_key(thread_id)))
+        key = thread_record_key(thread_id)
+        if self._pipelining is not None:
+            row = await self._pipelining.command("HGETALL", key)
+        else:
+            row = await self._client.hgetall(key)
+        record = codec.decode_thread(thread_id, row)
         return record if record is not None and access.matches(record.metadata, filters) else None
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
