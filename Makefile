@@ -51,7 +51,7 @@ bench: install  ## checkpointer benchmark: per-turn cost vs the in-memory saver
 bench-service: install  ## service benchmark: turns/s and latency, redis vs redis-stack
 	$(PY) scripts/bench_service.py
 
-bench-api: install  ## LangGraph API benchmark: threadline vs langgraph dev (and Aegra), runs.wait
+bench-api: install  ## LangGraph API benchmark: threadline vs the floor, the seed design, langgraph dev (and Aegra); refunds and a 30-turn chat
 	$(PY) scripts/bench_api.py
 
 bench-store: install  ## long-term memory: puts/gets/searches per second and bytes per item, every backend's store

@@ -520,11 +520,20 @@ class ServiceProcess:
     Args:
         env: environment on top of a minimal base (CHECKPOINT_*, SESSION_*, API_KEYS …).
         name: the replica name it reports (``REPLICA_NAME``).
+        program: what runs instead of ``python -m threadline`` (``serve --host … --port …``
+            follow), e.g. a wrapper that profiles it.
     """
 
-    def __init__(self, env: dict[str, str], name: str = "replica", log_dir: Path | None = None):
+    def __init__(
+        self,
+        env: dict[str, str],
+        name: str = "replica",
+        log_dir: Path | None = None,
+        program: list[str] | None = None,
+    ):
         self.env = env
         self.name = name
+        self.program = program
         self.port = free_port()
         self.log_path = (log_dir or Path(tempfile.mkdtemp(prefix="threadline-svc-"))) / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -548,7 +557,10 @@ class ServiceProcess:
         }
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "threadline", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                *(self.program or [sys.executable, "-m", "threadline"]),
+                *("serve", "--host", "127.0.0.1", "--port", str(self.port)),
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -13,11 +13,16 @@ holder dies; :class:`LocalTurnLease` is the single-process fallback for the othe
 Across a failover (Sentinel or Cluster promoting a replica; ADR 0008). Replication is
 asynchronous, so the promoted replica may lack the last ``INCR`` of the counter and the last
 lease: its counter can go *backwards* and hand out a number a live, stale holder already has.
-A token is therefore ``<counter>.<epoch>``, the epoch being the first 12 hex digits of the
-primary's ``master_replid`` read inside the acquire script; a promoted replica always has a new
-replid, so no token minted after a failover can equal one minted before it, and the saver's
-``GET lease == token`` check refuses the stale holder. Fencing compares tokens for equality
-only; nothing orders them.
+A token is therefore ``<counter>.<suffix>``, the suffix 48 random bits (12 hex digits) the
+acquirer draws for each lease it takes: a token minted after a failover equals one minted
+before it only if the counter went back to that number *and* the suffix repeats (2^-48), so
+the saver's ``GET lease == token`` check refuses the stale holder. Fencing compares tokens for
+equality only; nothing orders them. With ``wait_replicas`` the suffix is instead the *epoch*,
+the first 12 hex digits of the primary's ``master_replid`` read inside the acquire script (a
+promoted replica always has a new replid), which the confirmation below compares; without
+it, no ``INFO`` runs on a lease's way (issue 24: one per turn, on the hot path of every run).
+Releases before issue 24 minted every token with the epoch; both kinds live side by side in
+a rolling update, since nothing but the holder that minted a token reads its suffix.
 
 No acknowledged turn lost: with ``wait_replicas`` > 0, :meth:`RedisTurnLease.hold` confirms,
 after its body ends normally and before it releases the lease, that everything written under
@@ -34,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -94,6 +100,10 @@ class TurnLease(Protocol):
         self, thread_id: str, *, acquired: str | None = None, hand_off: bool = False
     ) -> contextlib.AbstractAsyncContextManager[HeldLease]: ...
 
+    def token_suffix(self) -> str:
+        """What a store script taking the lease ends its token with ('': its own choice)."""
+        ...
+
     async def release(self, held: HeldLease) -> None: ...
 
     async def ping(self) -> None: ...
@@ -120,25 +130,28 @@ class RedisTurnLease:
       return string.sub(id or '', 1, 12)
     end
     """
-    # acquire_lease(lease key, fence counter key, lease ms, counter ttl s): the new token
-    # "<counter>.<epoch>", or false when the lease is held. Also for scripts of other modules
-    # that take the lease in the same step as their own writes (the LangGraph API's run
-    # creation, :mod:`threadline.runs.records_redis_scripts`): one definition of a token.
+    # acquire_lease(lease key, fence counter key, lease ms, counter ttl s, suffix): the new
+    # token "<counter>.<suffix>" ('' or nil: the epoch), or false when the lease is held. Also
+    # for scripts of other modules that take the lease in the same step as their own writes
+    # (the LangGraph API's run creation, :mod:`threadline.runs.records_redis_scripts`): one
+    # definition of a token.
     ACQUIRE_FUNCTION = (
         _EPOCH
         + """
-    local function acquire_lease(lease, counter, lease_ms, counter_ttl)
+    local function acquire_lease(lease, counter, lease_ms, counter_ttl, suffix)
       if redis.call('EXISTS', lease) == 1 then return false end
-      local token = redis.call('INCR', counter) .. '.' .. epoch()
+      if not suffix or suffix == '' then suffix = epoch() end
+      local token = redis.call('INCR', counter) .. '.' .. suffix
       redis.call('EXPIRE', counter, counter_ttl)
       redis.call('SET', lease, token, 'PX', lease_ms)
       return token
     end
     """
     )
-    # KEYS[1] lease, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] counter ttl s.
-    # Returns the new token "<counter>.<epoch>", or false when the lease is held.
-    ACQUIRE = ACQUIRE_FUNCTION + "return acquire_lease(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"
+    # KEYS[1] lease, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] counter ttl s, ARGV[3]
+    # the token's suffix ('': the epoch). Returns the new token "<counter>.<suffix>", or false
+    # when the lease is held.
+    ACQUIRE = ACQUIRE_FUNCTION + "return acquire_lease(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"
     # KEYS[1] lease; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token's epoch.
     # Returns 1 (renewed: a write to WAIT for), 0 (not our lease), -1 (another primary).
     CONFIRM = (
@@ -190,9 +203,14 @@ class RedisTurnLease:
     async def ping(self) -> None:
         await self._client.ping()
 
+    def token_suffix(self) -> str:
+        """The suffix of the next token this lease takes (see the module docstring): 48 random
+        bits; '' with ``wait_replicas``, for the acquire script to use the primary's epoch."""
+        return "" if self._wait_replicas else f"{random.getrandbits(48):012x}"
+
     async def _try_acquire(self, thread_id: str) -> str | None:
         keys = [lease_key(thread_id), fence_counter_key(thread_id)]
-        token = await self._acquire(keys=keys, args=[self._lease_ms, self._counter_ttl])
+        token = await self._acquire(keys=keys, args=[self._lease_ms, self._counter_ttl, self.token_suffix()])
         return token.decode() if isinstance(token, bytes) else token
 
     @contextlib.asynccontextmanager
@@ -315,6 +333,9 @@ class LocalTurnLease:
 
     # No store script can take or release it.
     lease_ms = 0
+
+    def token_suffix(self) -> str:
+        return ""
 
     def __init__(self, *, wait_seconds: float) -> None:
         self._wait = wait_seconds

@@ -38,6 +38,7 @@ from typing import Protocol
 
 import redis.asyncio as aioredis
 
+from threadline.checkpoint.redis import pipelining
 from threadline.config import QuotaSettings, env_name
 from threadline.redis_client import is_cluster
 from threadline.redis_keys import principal_store_items_key, principal_threads_key, thread_bytes_key
@@ -152,6 +153,9 @@ class RedisQuotas:
         self._add_bytes_and_mark = client.register_script(self.ADD_BYTES_AND_MARK)
         self._reserve_item = client.register_script(self.RESERVE_ITEM)
         self._cluster = is_cluster(client)
+        # A run's count shares a round trip with the other calls of its event-loop iteration
+        # (concurrent runs' records, counts): checkpoint/redis/pipelining.py.
+        self._pipelining = pipelining.shared(client)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -170,9 +174,9 @@ class RedisQuotas:
         # long). The activity is marked even when the bytes are refused: the thread exists (XX)
         # and its client just used it. Two slots on Redis Cluster, so not one script there;
         # and redis-py's cluster pipeline refuses scripts, so the two are sent side by side.
-        if not self._cluster:
+        if self._pipelining is not None:
             args = [n, limit, self._ttl, thread_id, self._now_ms(), self._ttl * 1000]
-            total = await self._add_bytes_and_mark(keys=[bytes_key, key], args=args)
+            total = await self._pipelining.run(self._add_bytes_and_mark, [bytes_key, key], args)
         else:
             total, _ = await asyncio.gather(
                 self._add_bytes(keys=[bytes_key], args=[n, limit, self._ttl]),

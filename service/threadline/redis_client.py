@@ -37,7 +37,9 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 import redis.asyncio.connection as redis_async_connection
+import redis.connection
 import redis.exceptions
+import redis.utils
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import PipelineCommand
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -96,6 +98,28 @@ def _closed_under_the_write_is_a_connection_error() -> None:
 
 
 _closed_under_the_write_is_a_connection_error()
+
+
+def _pack_commands_with_hiredis() -> None:
+    """Pack async commands with hiredis, as redis-py's sync connections do already.
+
+    redis-py 8.1's async connection packs every command in Python (``pack_command``: ~18 µs for
+    a script call of ~25 arguments, against ~2 µs in hiredis, measured); a LangGraph API run
+    sends ~15 commands (issue 24). The sync client's packer (``HiredisRespSerializer``: the
+    same split of a command name with a space, ``DataError`` for what it cannot pack) is used
+    as it is, whenever hiredis is installed.
+    """
+    if not redis.utils.HIREDIS_AVAILABLE:
+        return
+    packer = redis.connection.HiredisRespSerializer()
+
+    def pack_command(self: AsyncConnection, *args: Any) -> list[bytes]:
+        return packer.pack(*args)
+
+    AsyncConnection.pack_command = pack_command  # type: ignore[method-assign]
+
+
+_pack_commands_with_hiredis()
 
 
 async def _cancellable_wait_for(awaitable: Any, timeout: float | None) -> Any:  # noqa: ASYNC109 (its signature)

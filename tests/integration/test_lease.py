@@ -33,10 +33,28 @@ async def test_one_holder_at_a_time_and_tokens_increase(client):
             async with b.hold("t-excl"):
                 pass
     async with b.hold("t-excl") as second:
-        # "<counter>.<epoch>": the counter goes up, the epoch is the primary's (same here)
+        # "<counter>.<suffix>": the counter goes up, the suffix is drawn for each lease
         assert int(second.token.split(".")[0]) > int(first.token.split(".")[0])
-        assert second.token.split(".")[1] == first.token.split(".")[1] != ""
+        assert len(second.token.split(".")[1]) == 12
+        assert second.token.split(".")[1] != first.token.split(".")[1]
     assert await client.exists(lease_key("t-excl")) == 0
+
+
+async def test_taking_a_lease_runs_no_info(client):
+    """Issue 24: the token's suffix is drawn by the acquirer; the primary's epoch (INFO
+    replication, in the script) is read only with wait_replicas, which confirms by it."""
+
+    async def info_calls() -> int:
+        return int((await client.info("commandstats")).get("cmdstat_info", {}).get("calls", 0))
+
+    before = await info_calls()
+    async with make_lease(client).hold("t-no-info"):
+        pass
+    assert await info_calls() - before == 1  # the first look's own INFO
+    epoch = RedisTurnLease(
+        client, lease_seconds=1, wait_seconds=0.2, counter_ttl_seconds=60, wait_replicas=1
+    ).token_suffix()
+    assert epoch == ""  # the script's: INFO replication
 
 
 async def test_waiter_gets_the_lease_when_it_is_released(client):

@@ -116,6 +116,26 @@ def key() -> str:
     return f"pipelining:{uuid.uuid4()}"
 
 
+async def test_commands_and_scripts_of_any_user_of_a_client_share_its_one_batcher(counted: Counted) -> None:
+    """Issue 24: the record store's reads and scripts and the quotas' counts of concurrent
+    runs go in one round trip: one batcher per client (``shared``), plain commands with
+    scripts, each reply as ``execute_command`` gives it (HGETALL a dict)."""
+    from threadline.checkpoint.redis.pipelining import shared
+
+    one = shared(counted.client)
+    assert one is shared(counted.client) is not None
+    record = key()
+    await counted.client.hset(record, mapping={"owner": "alice"})
+    script = counted.client.register_script(ECHO)
+    calls = [one.command("HGETALL", record), one.run(script, [record], ["x"]), one.command("HGETALL", key())]
+    n, replies = await counted.trips(asyncio.gather(*calls))
+    assert n == 1
+    assert replies == [{b"owner": b"alice"}, [record.encode(), b"x"], {}]
+    n, alone = await counted.trips(one.command("HGETALL", record))
+    assert n == 1 and alone == {b"owner": b"alice"}  # a call alone in its iteration goes alone
+    await one.aclose()
+
+
 async def test_calls_of_one_iteration_share_one_round_trip_each_with_its_reply(counted: Counted) -> None:
     p = batcher(counted.client)
     keys = [key() for _ in range(20)]

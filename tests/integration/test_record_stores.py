@@ -311,6 +311,64 @@ async def test_a_run_keeps_its_events_only_while_a_client_on_any_replica_can_ask
     await client.aclose()
 
 
+@pytest.mark.parametrize(
+    "asking", ["nobody", "a failed run's reader", "a streamer", "a follower", "a joiner"]
+)
+async def test_a_run_sends_its_events_and_result_with_its_end_only_when_a_client_can_ask_for_them(
+    redis_server, asking: str
+) -> None:
+    """Issue 24: a run's events (``values``: whole states) and its result are most of what a
+    run nobody streams sends Redis, and its end drops them. So they go only to a client that
+    can ask for them: one on another replica streaming the run or its thread, or waiting for
+    its result (their keys), makes the store send them in a second call; a failed run's
+    result, kept with its record, always goes."""
+    from threadline.redis_keys import run_end_key, run_events_key
+
+    client = async_client(redis_server.url(6))
+    store = RedisRecordStore(client, ttl_seconds=60)
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    await create(store, run, reject_if_busy=False)
+    if asking == "a streamer":
+        await store.watch_events(t.thread_id, run.run_id, 5)
+    elif asking == "a follower":
+        await store.watch_thread(t.thread_id, 5)
+    elif asking == "a joiner":
+        await store.watch_result(t.thread_id, run.run_id, 5)
+    sent: list[int] = []
+    script = store._script
+
+    async def counted(name, keys, args):  # the bytes of each FINISH_RUN's ARGV
+        sent.append(sum(len(a) for a in args if isinstance(a, bytes)))
+        return await script(name, keys, args)
+
+    store._script = counted
+    state = b'{"messages":"' + b"x" * 20_000 + b'"}'
+    status = "error" if asking == "a failed run's reader" else "success"
+    assert await store.finish_run(
+        t.thread_id, run.run_id, status, "idle", state, events=[("values", state), ("values", state)]
+    )
+    events = [(e.event, e.data) for e in await store.read_events(t.thread_id, run.run_id, None, 0)]
+    result = await store.result(t.thread_id, run.run_id, 0)
+    if asking == "nobody":
+        assert sent == [sent[0]] and sent[0] < 1000
+    elif asking == "a failed run's reader":
+        assert sent == [sent[0]] and 20_000 < sent[0] < 40_000  # the result, not the events
+        assert (await store.get_run(t.thread_id, run.run_id)).result == state
+    else:
+        assert len(sent) == 2 and sent[0] < 1000 and sent[1] > 60_000
+    if asking in ("a streamer", "a follower"):
+        assert events == [("values", state), ("values", state), (END_EVENT, b"")]
+    else:
+        assert events == [] and not await client.exists(run_events_key(t.thread_id, run.run_id))
+    if asking == "a joiner":
+        assert result == state
+    else:
+        assert result is None and not await client.exists(run_end_key(t.thread_id, run.run_id))
+    await client.aclose()
+
+
 async def test_a_run_deleted_with_its_thread_is_not_set_running(store: RecordStore) -> None:
     """The executor marks its run running only if it still exists: a thread deleted between
     the run's creation and its start must not come back through the run's first write."""
@@ -346,10 +404,17 @@ async def test_a_run_on_an_idle_thread_starts_with_the_lease_and_ends_releasing_
         t = thread()
         await store.create_thread(t)
         run, second = run_on(t.thread_id), run_on(t.thread_id)
+        suffix = lease.token_suffix()
         first, token = await store.create_and_start_run(
-            run, False, 5, "exec", lease_ms=lease.lease_ms, event=("metadata", b'{"attempt":1}')
+            run,
+            False,
+            5,
+            "exec",
+            lease_ms=lease.lease_ms,
+            event=("metadata", b'{"attempt":1}'),
+            token_suffix=suffix,
         )
-        assert first and token is not None and token.count(".") == 1
+        assert first and token is not None and token.split(".")[1] == suffix
         assert (await client.get(lease_key(t.thread_id))).decode() == token
         assert (await store.get_run(t.thread_id, run.run_id)).status == "running"
         assert [e.event for e in await store.read_events(t.thread_id, run.run_id, None, 0)] == ["metadata"]

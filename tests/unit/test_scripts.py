@@ -37,9 +37,45 @@ def test_bench_api_parses_and_has_help() -> None:
         [sys.executable, str(script), "--help"], capture_output=True, text=True, check=False, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    for option in ("--levels", "--runs", "--seconds", "--servers", "--stateless"):
+    for option in (
+        "--levels",
+        "--runs",
+        "--seconds",
+        "--servers",
+        "--stateless",
+        "--workloads",
+        "--replicas",
+    ):
         assert option in result.stdout
-    assert "langgraph dev" in result.stdout
+    assert "langgraph dev" in result.stdout and "floor" in result.stdout and "seed" in result.stdout
+
+
+def test_bench_floor_serves_runs_wait_on_a_thread(tmp_path: Path) -> None:
+    """`make bench-api`'s floor (FastAPI + graph.ainvoke + InMemorySaver) answers what the
+    benchmark asks: a thread, then runs.wait on it, the chat's state growing."""
+    import httpx
+
+    from servers import free_port, wait_for_port
+
+    scripts = SCRIPTS[0].parent
+    port = free_port()
+    config = scripts / "bench_chat" / "langgraph.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(scripts / "bench_floor.py"), "--config", str(config), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, timeout=60)
+        url = f"http://127.0.0.1:{port}"
+        thread = httpx.post(f"{url}/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "chat", "input": {"messages": [{"role": "human", "content": "hi"}]}}
+        for turn in (1, 2):
+            values = httpx.post(f"{url}/threads/{thread}/runs/wait", json=body, timeout=30).json()
+            assert len(values["messages"]) == 2 * turn and values["messages"][-1]["type"] == "ai"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_bench_checkpointers_child_runs_a_conversation_in_its_own_process() -> None:

@@ -5,6 +5,7 @@ batched, as they happen while a client streams the run, else with the run's end.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any, Literal, get_args
 
 from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
@@ -40,11 +41,47 @@ class TooManyEvents(RuntimeError):
         super().__init__(f"the run emitted more than {EVENTS_PER_RUN}={limit} events")
 
 
+class _Unencoded:
+    """An event's data not JSON-encoded yet (see :class:`EventLog`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+
+class PendingEvents:
+    """Events a run's end takes with it, ``(name, JSON data)`` when iterated: those not encoded
+    yet are encoded on the first iteration (once), so a store that does not send them (nobody
+    asks for them: ``RecordStore.finish_run``) never encodes them."""
+
+    def __init__(self, events: list[tuple[str, bytes | _Unencoded]]) -> None:
+        self._events = events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        self._events = _encoded(self._events)
+        return iter(self._events)  # type: ignore[arg-type]
+
+
+def _encoded(events: list[tuple[str, bytes | _Unencoded]]) -> list[tuple[str, bytes]]:
+    return [(name, wire.dumps(d.data) if isinstance(d, _Unencoded) else d) for name, d in events]
+
+
 class EventLog:
     """A run's events on their way to the store, in order: appended at most
     :data:`EVENT_FLUSH_SECONDS` after they happen once a client streams the run (:attr:`live`),
     :data:`EVENT_QUIET_FLUSH_SECONDS` before, all of that window in one round trip; what is left
-    when the run ends goes with its end (:meth:`take`, then ``finish_run``)."""
+    when the run ends goes with its end (:meth:`take`, then ``finish_run``).
+
+    While the log is not live its events are kept as the graph gave them and JSON-encoded only
+    when they go to the store: the ``values`` events of a run nobody streams are whole states,
+    encoded at every step (~0.2 ms each for a 100-message chat) only for the run's end to drop
+    them (issue 24). A client that starts streaming the run has them encoded then: a graph that
+    changes its state's objects in place after a step would show it in the earlier events too.
+    """
 
     def __init__(self, records: RecordStore, run: RunRecord, watched: bool = False) -> None:
         self.records = records
@@ -53,7 +90,7 @@ class EventLog:
         self.watched = watched
         # A store in this process takes an append without a round trip: always live.
         self.live = watched or not records.shared
-        self._pending: list[tuple[str, bytes]] = []
+        self._pending: list[tuple[str, bytes | _Unencoded]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._failed: Exception | None = None
@@ -68,7 +105,7 @@ class EventLog:
         if check and self._failed is not None:
             failed, self._failed = self._failed, None
             raise failed
-        self._pending.append((event, wire.dumps(data)))
+        self._pending.append((event, wire.dumps(data) if self.live else _Unencoded(data)))
         if self._timer is None and self._flushing is None:
             window = EVENT_FLUSH_SECONDS if self.live else EVENT_QUIET_FLUSH_SECONDS
             self._timer = asyncio.get_running_loop().call_later(window, self._start_flush)
@@ -91,7 +128,7 @@ class EventLog:
     async def _flush(self) -> None:
         try:
             while self._pending:
-                batch, self._pending = self._pending, []
+                batch, self._pending = _encoded(self._pending), []
                 try:
                     await self.records.append_events(self.run.thread_id, self.run.run_id, batch)
                 except Exception as exc:  # sent again with the next flush or the run's end
@@ -101,7 +138,7 @@ class EventLog:
         finally:
             self._flushing = None
 
-    async def take(self) -> list[tuple[str, bytes]]:
+    async def take(self) -> PendingEvents:
         """The events not appended yet, once the append in flight is done; nothing more is
         appended by this log unless :meth:`add` is called again."""
         if self._timer is not None:
@@ -110,12 +147,12 @@ class EventLog:
         if self._flushing is not None:
             await asyncio.wait([self._flushing])
         pending, self._pending = self._pending, []
-        return pending
+        return PendingEvents(pending)
 
     async def flush(self) -> None:
         """Append every event now."""
         if events := await self.take():
-            await self.records.append_events(self.run.thread_id, self.run.run_id, events)
+            await self.records.append_events(self.run.thread_id, self.run.run_id, list(events))
 
     def drop(self) -> None:
         """Forget the events not appended yet (an append in flight still lands)."""

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import random
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from threadline import metrics
@@ -138,6 +139,7 @@ class Executor:
             alive_seconds=self.heartbeat_seconds,
             executor=executor,
             lease_ms=self.lease.lease_ms,
+            token_suffix=self.lease.token_suffix(),
             event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             max_queued=self.quota.queued_runs_per_thread,
         )
@@ -380,7 +382,7 @@ class Executor:
         executor: str,
         unless_cancelled: bool = False,
         turn: _Turn | None = None,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
     ) -> bool:
         """Record the run's end, with the attempt's events not appended yet (or ``events``) and
         the release of its lease (``turn``); False if another executor holds it or the store

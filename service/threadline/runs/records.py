@@ -30,7 +30,7 @@ run's result (an error body, small) stays with its record (:attr:`RunRecord.resu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -159,14 +159,15 @@ class RecordStore(Protocol):
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
+        token_suffix: str = "",
     ) -> tuple[bool, str | None]:
         """Store the run as pending, queue it on its thread and mark the thread busy; with
         ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
         the same step (the run is also in :meth:`active_runs` from then on). And when the run
         heads the queue, ``lease_ms`` is not 0 and the thread's turn lease is free, in the same
-        step: take the lease for ``lease_ms`` (a fresh fencing token, as
-        :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run ``running`` with
-        ``event`` (name, data) its first event.
+        step: take the lease for ``lease_ms`` (a fresh fencing token ending in ``token_suffix``,
+        as :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run ``running``
+        with ``event`` (name, data) its first event.
 
         Returns:
             Whether the run heads the thread's queue (its turn has come), and the lease's token
@@ -214,7 +215,7 @@ class RecordStore(Protocol):
         executor: str | None = None,
         unless_cancelled: bool = False,
         *,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
         keep_events: bool = False,
     ) -> bool:

@@ -11,7 +11,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -98,6 +98,7 @@ class LocalRecordStore:
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
+        token_suffix: str = "",
     ) -> tuple[bool, str | None]:
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
         thread = self._threads.get(run.thread_id)
@@ -149,7 +150,7 @@ class LocalRecordStore:
         executor: str | None = None,
         unless_cancelled: bool = False,
         *,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
         keep_events: bool = False,
     ) -> bool:

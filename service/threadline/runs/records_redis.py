@@ -12,13 +12,14 @@ id whose record is gone is dropped when the index is read). How a record is stor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from threadline import access
 from threadline.access import Filters
+from threadline.checkpoint.redis import pipelining
 from threadline.lease import HeldLease
 from threadline.redis_client import is_cluster
 from threadline.redis_keys import (
@@ -81,14 +82,16 @@ class RedisRecordStore:
         # Cluster it lives in another slot, so it costs a command of its own.
         self._cluster = is_cluster(client)
         self._cancels = CancelPoller(client)
-        self._create_thread = client.register_script(scripts.CREATE_THREAD)
-        self._update_thread = client.register_script(scripts.UPDATE_THREAD)
-        self._create_run = client.register_script(scripts.CREATE_RUN)
-        self._finish_run = client.register_script(scripts.FINISH_RUN)
-        self._request_cancel = client.register_script(scripts.REQUEST_CANCEL)
-        self._set_run_status = client.register_script(scripts.SET_RUN_STATUS)
-        self._beat = client.register_script(scripts.BEAT)
-        self._claim = client.register_script(scripts.CLAIM)
+        self._scripts = {name: client.register_script(text) for name, text in scripts.SCRIPTS.items()}
+        # Script calls and record reads of one event-loop iteration (concurrent runs' starts
+        # and ends, the quotas') share a round trip, as the saver's do (not on a Cluster,
+        # whose pipelines split by slot).
+        self._pipelining = pipelining.shared(client)
+
+    async def _script(self, name: str, keys: list[Any], args: list[Any]) -> Any:
+        if self._pipelining is not None:
+            return await self._pipelining.run(self._scripts[name], keys, args)
+        return await self._scripts[name](keys=keys, args=args)
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -96,8 +99,8 @@ class RedisRecordStore:
     # -- threads --
 
     async def create_thread(self, record: ThreadRecord) -> bool:
-        created = await self._create_thread(
-            keys=[thread_record_key(record.thread_id)], args=[self._ttl, *codec.thread_fields(record)]
+        created = await self._script(
+            "create_thread", [thread_record_key(record.thread_id)], [self._ttl, *codec.thread_fields(record)]
         )
         if created:
             index = owner_threads_key(codec.owner_digest(record.owner))
@@ -108,12 +111,17 @@ class RedisRecordStore:
         return bool(created)
 
     async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
-        record = codec.decode_thread(thread_id, await self._client.hgetall(thread_record_key(thread_id)))
+        key = thread_record_key(thread_id)
+        if self._pipelining is not None:
+            row = await self._pipelining.command("HGETALL", key)
+        else:
+            row = await self._client.hgetall(key)
+        record = codec.decode_thread(thread_id, row)
         return record if record is not None and access.matches(record.metadata, filters) else None
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
         args = [self._ttl, "updated_at", now_iso(), *codec.encode_fields(fields.items())]
-        await self._update_thread(keys=[thread_record_key(thread_id)], args=args)
+        await self._script("update_thread", [thread_record_key(thread_id)], args)
 
     async def delete_thread(self, thread_id: str) -> None:
         record = await self.get_thread(thread_id)
@@ -162,6 +170,7 @@ class RedisRecordStore:
         lease_ms: int = 0,
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
+        token_suffix: str = "",
     ) -> tuple[bool, str | None]:
         member = f"{run.thread_id} {run.run_id}"
         if self._cluster:
@@ -179,8 +188,9 @@ class RedisRecordStore:
             fence_counter_key(run.thread_id),
             *([] if self._cluster else [active_runs_key()]),
         ]
-        created = await self._create_run(
-            keys=keys,
+        created = await self._script(
+            "create_run",
+            keys,
             args=[
                 "reject" if reject_if_busy else max_queued,
                 run.run_id,
@@ -192,6 +202,7 @@ class RedisRecordStore:
                 lease_ms,
                 *event,
                 member,
+                token_suffix,
                 *codec.run_fields(run),
             ],
         )
@@ -236,8 +247,9 @@ class RedisRecordStore:
         self, thread_id: str, run_id: str, status: str, event: tuple[str, bytes] | None = None
     ) -> str | None:
         name, data = event or ("", b"")
-        entry = await self._set_run_status(
-            keys=[run_key(thread_id, run_id), run_events_key(thread_id, run_id)],
+        entry = await self._script(
+            "set_run_status",
+            [run_key(thread_id, run_id), run_events_key(thread_id, run_id)],
             args=[status, now_iso(), self._ttl, name, data],
         )
         if entry is None:
@@ -254,7 +266,7 @@ class RedisRecordStore:
         executor: str | None = None,
         unless_cancelled: bool = False,
         *,
-        events: list[tuple[str, bytes]] | None = None,
+        events: Collection[tuple[str, bytes]] | None = None,
         lease: HeldLease | None = None,
         keep_events: bool = False,
     ) -> bool:
@@ -274,26 +286,33 @@ class RedisRecordStore:
             *([] if self._cluster else [active_runs_key()]),
         ]
         token = lease.token_to_release() if lease is not None else ""
-        finished = await self._finish_run(
-            keys=keys,
-            args=[
-                run_id,
-                status,
-                thread_status,
-                now_iso(),
-                self._ttl,
-                result,
-                END_EVENT,
-                min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
-                executor or "",
-                "1" if unless_cancelled else "0",
-                token,
-                member,
-                "1" if keep_events else "0",
-                "1" if status in FAILED_RUN_STATUSES else "0",
-                *(part for event in events or () for part in event),
-            ],
-        )
+        failed = status in FAILED_RUN_STATUSES
+        args = [
+            run_id,
+            status,
+            thread_status,
+            now_iso(),
+            self._ttl,
+            result,
+            END_EVENT,
+            min(self._ttl, FINISHED_EVENTS_TTL_SECONDS),
+            executor or "",
+            "1" if unless_cancelled else "0",
+            token,
+            member,
+            "1" if keep_events else "0",
+            "1" if failed else "0",
+        ]
+        if keep_events:
+            finished = await self._script("finish_run", keys, [*args, "0", *_flat(events)])
+        else:
+            # Sent only if a client on another replica asks for them (the script says so):
+            # the events and the result of a run nobody asks for are whole states, most of
+            # the bytes a run sends and of the script's time (issue 24).
+            withheld = args if failed else [*args[:5], b"", *args[6:]]
+            finished = await self._script("finish_run", keys, [*withheld, "1"])
+            if finished == -1:
+                finished = await self._script("finish_run", keys, [*args, "0", *_flat(events)])
         if token:
             lease.released_by_store()  # type: ignore[union-attr]
         if isinstance(finished, bytes):
@@ -359,11 +378,11 @@ class RedisRecordStore:
 
     async def beat(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str = "") -> bool:
         key = run_heartbeat_key(thread_id, run_id)
-        return bool(await self._beat(keys=[key], args=[executor, int(ttl_seconds * 1000)]))
+        return bool(await self._script("beat", [key], [executor, int(ttl_seconds * 1000)]))
 
     async def claim(self, thread_id: str, run_id: str, ttl_seconds: float, executor: str) -> int:
         keys = [run_heartbeat_key(thread_id, run_id), run_key(thread_id, run_id)]
-        return int(await self._claim(keys=keys, args=[executor, int(ttl_seconds * 1000)]))
+        return int(await self._script("claim", keys, [executor, int(ttl_seconds * 1000)]))
 
     async def active_runs(self) -> list[tuple[str, str]]:
         members = await self._client.zrange(active_runs_key(), 0, -1)
@@ -379,7 +398,7 @@ class RedisRecordStore:
 
     async def request_cancel(self, thread_id: str, run_id: str, action: str = "interrupt") -> bool:
         keys = [run_key(thread_id, run_id), run_cancel_key(thread_id, run_id)]
-        return bool(await self._request_cancel(keys=keys, args=[action, self._ttl]))
+        return bool(await self._script("request_cancel", keys, [action, self._ttl]))
 
     async def wait_cancel(
         self, thread_id: str, run_id: str, on_watched: Callable[[], None] | None = None
@@ -392,3 +411,8 @@ class RedisRecordStore:
 
     async def watch_thread(self, thread_id: str, ttl_seconds: float) -> None:
         await self._client.set(thread_watch_key(thread_id), b"1", px=int(ttl_seconds * 1000))
+
+
+def _flat(events: Collection[tuple[str, bytes]] | None) -> list[Any]:
+    """Events as a script's ARGV takes them: name, data, name, data, …"""
+    return [part for event in events or () for part in event]

@@ -35,7 +35,8 @@ UPDATE_THREAD = """
 # the thread may have before this one (0: no cap), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
 # ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
 # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
-# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12..] run fields.
+# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's
+# suffix (RedisTurnLease.token_suffix), ARGV[13..] run fields.
 # Returns -1 no such thread, 0 rejected (thread has an active run), -2 the queue is full
 # (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
 # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
@@ -55,7 +56,7 @@ CREATE_RUN = (
     end
     if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 12))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 13))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])
@@ -63,7 +64,7 @@ CREATE_RUN = (
     if ARGV[6] ~= '0' then redis.call('SET', KEYS[5], ARGV[7], 'PX', ARGV[6]) end
     if redis.call('ZCARD', KEYS[3]) ~= 1 then return 1 end
     if ARGV[8] == '0' then return 2 end
-    local token = acquire_lease(KEYS[7], KEYS[8], ARGV[8], ARGV[4])
+    local token = acquire_lease(KEYS[7], KEYS[8], ARGV[8], ARGV[4], ARGV[12])
     if not token then return 2 end
     redis.call('HSET', KEYS[4], 'status', 'running')
     redis.call('XADD', KEYS[6], '*', 'e', ARGV[9], 'd', ARGV[10])
@@ -79,18 +80,21 @@ CREATE_RUN = (
 # result left for a joiner, ARGV[9] executor ('' : any), ARGV[10] '1': not if a cancel was
 # requested, ARGV[11] the executor's lease token ('': none), ARGV[12] the run's active-index
 # member, ARGV[13] '1': keep the events (a client can ask for them), ARGV[14] '1': the run
-# failed (its result stays with its record), ARGV[15..] events the executor has not
-# appended yet (name, data, …).
+# failed (its result stays with its record), ARGV[15] '1': withheld — the caller knows of no
+# client that asks for the events or the result, so it sent no events and the result only if
+# the run failed; ARGV[16..] events the executor has not appended yet (name, data, …).
 # First the lease is released if it is still the token's (what the executor did in a round
 # trip of its own just before: a refused end changes nothing about it). A deleted or ended
 # run is left as it is, and so is a run another executor took over (returns 0; their
-# events are dropped); else the events are appended if they are kept (ARGV[13], or a
-# client on another replica streams the run or its thread), then, with ARGV[10], a run a
-# cancel was requested for is left running (returns the cancel's action). Else the status
-# is written before the end event: a client that sees the end and then reads the run sees
-# it finished; events not kept are deleted, the result is left on the end stream only for
-# a joiner that waits (KEYS[11]); and the run leaves the active-run index (on Cluster the
-# caller does that).
+# events are dropped). With ARGV[15], a client on another replica that streams the run or
+# its thread, or waits for its result, means nothing is done and -1 is returned: the caller
+# sends it all (the events and results of runs nobody asks for, whole states each, are most
+# of what a run sends; issue 24). Else the events are appended if they are kept (ARGV[13],
+# or such a client), then, with ARGV[10], a run a cancel was requested for is left running
+# (returns the cancel's action). Else the status is written before the end event: a client
+# that sees the end and then reads the run sees it finished; events not kept are deleted, the
+# result is left on the end stream only for a joiner that waits (KEYS[11]); and the run
+# leaves the active-run index (on Cluster the caller does that).
 FINISH_RUN = (
     RedisTurnLease.RELEASE_FUNCTION
     + """
@@ -105,8 +109,9 @@ FINISH_RUN = (
     local hb = redis.call('GET', KEYS[6])
     if ARGV[9] ~= '' and hb and hb ~= ARGV[9] then return 0 end
     local keep = ARGV[13] == '1' or redis.call('EXISTS', KEYS[9], KEYS[10]) > 0
-    if keep and #ARGV > 14 then
-      for i = 15, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
+    if ARGV[15] == '1' and (keep or redis.call('EXISTS', KEYS[11]) == 1) then return -1 end
+    if keep and #ARGV > 15 then
+      for i = 16, #ARGV, 2 do redis.call('XADD', KEYS[4], '*', 'e', ARGV[i], 'd', ARGV[i + 1]) end
       redis.call('EXPIRE', KEYS[4], ARGV[5])
     end
     if ARGV[10] == '1' then
@@ -177,3 +182,15 @@ CLAIM = """
     if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
     return redis.call('HINCRBY', KEYS[2], 'attempt', 1) + 1
     """
+
+# By the names the store calls them.
+SCRIPTS: dict[str, str] = {
+    "create_thread": CREATE_THREAD,
+    "update_thread": UPDATE_THREAD,
+    "create_run": CREATE_RUN,
+    "finish_run": FINISH_RUN,
+    "request_cancel": REQUEST_CANCEL,
+    "set_run_status": SET_RUN_STATUS,
+    "beat": BEAT,
+    "claim": CLAIM,
+}

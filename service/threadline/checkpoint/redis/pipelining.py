@@ -12,26 +12,43 @@ pipeline that failed). The commands are the saver's scripts, each atomic and saf
 so redis-py's one retry of a pipeline on a dropped connection is as safe as for one call. A
 caller cancelled after its call was queued does not stop it (as with a command already sent).
 
+Plain commands that are safe to repeat (a record's ``HGETALL``) go the same way
+(:meth:`ScriptPipelining.command`). One instance per client is shared by whatever uses that
+client (:func:`shared`: the LangGraph API's record store, the turn lease, the quotas), so the
+calls of concurrent runs of every kind share round trips (issue 24).
+
 Not for Redis Cluster, whose pipelines split by slot and node: there every call goes alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from threadline import redis_client
+
+# A queued call: its script (None for a plain command), the command as sent, its reply.
+_Call = tuple[AsyncScript | None, tuple[Any, ...], "asyncio.Future[Any]"]
+
 
 class ScriptPipelining:
-    """Sends the calls of :meth:`call` made within one loop iteration in one pipeline."""
+    """Sends the calls of :meth:`call`, :meth:`run` and :meth:`command` made within one loop
+    iteration in one pipeline.
 
-    def __init__(self, client: aioredis.Redis, scripts: dict[str, AsyncScript]) -> None:
+    Args:
+        client: one Redis (not a Cluster).
+        scripts: the scripts :meth:`call` runs by name.
+    """
+
+    def __init__(self, client: aioredis.Redis, scripts: dict[str, AsyncScript] | None = None) -> None:
         self._client = client
-        self._scripts = scripts
-        self._queued: list[tuple[str, list[Any], list[Any], asyncio.Future[Any]]] | None = None
+        self._scripts = scripts or {}
+        self._queued: list[_Call] | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
     async def call(self, name: str, keys: list[Any], args: list[Any]) -> Any:
@@ -40,13 +57,25 @@ class ScriptPipelining:
         Raises:
             redis.RedisError: the script's error, or the connection's.
         """
+        return await self.run(self._scripts[name], keys, args)
+
+    async def run(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        """Run ``script`` (registered on this client) with the next batch; as :meth:`call`."""
+        return await self._queue(script, ("EVALSHA", script.sha, len(keys), *keys, *args))
+
+    async def command(self, *args: Any) -> Any:
+        """Send a command (one that is safe to repeat) with the next batch; its reply as
+        ``execute_command`` answers it."""
+        return await self._queue(None, args)
+
+    def _queue(self, script: AsyncScript | None, command: tuple[Any, ...]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         reply = loop.create_future()
         if self._queued is None:
             self._queued = []
             loop.call_soon(self._send_queued)
-        self._queued.append((name, keys, args, reply))
-        return await reply
+        self._queued.append((script, command, reply))
+        return reply
 
     def _send_queued(self) -> None:
         batch, self._queued = self._queued or [], None
@@ -55,17 +84,22 @@ class ScriptPipelining:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, batch: list[tuple[str, list[Any], list[Any], asyncio.Future[Any]]]) -> None:
+    async def _send(self, batch: list[_Call]) -> None:
         try:
             if len(batch) == 1:
-                name, keys, args, reply = batch[0]
-                _settle(reply, await self._scripts[name](keys=keys, args=args))
+                script, command, reply = batch[0]
+                if script is None:
+                    result = await self._client.execute_command(*command)
+                else:
+                    result = await script(keys=command[3 : 3 + command[2]], args=command[3 + command[2] :])
+                _settle(reply, result)
                 return
             replies = await self._pipeline(batch)
             unknown = [i for i, result in enumerate(replies) if isinstance(result, NoScriptError)]
             if unknown:  # Redis restarted or flushed its scripts: load them, send those again
-                for name in {batch[i][0] for i in unknown}:
-                    await self._client.script_load(self._scripts[name].script)
+                for script in {batch[i][0] for i in unknown}:
+                    assert script is not None
+                    await self._client.script_load(script.script)
                 for i, result in zip(unknown, await self._pipeline([batch[i] for i in unknown]), strict=True):
                     replies[i] = result
             for (*_, reply), result in zip(batch, replies, strict=True):
@@ -78,18 +112,28 @@ class ScriptPipelining:
                 reply.cancel()
             raise
 
-    async def _pipeline(
-        self, batch: list[tuple[str, list[Any], list[Any], asyncio.Future[Any]]]
-    ) -> list[Any]:
+    async def _pipeline(self, batch: list[_Call]) -> list[Any]:
         pipe = self._client.pipeline(transaction=False)
-        for name, keys, args, _ in batch:
-            pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
+        for _, command, _ in batch:
+            pipe.execute_command(*command)
         return await pipe.execute(raise_on_error=False)
 
     async def aclose(self) -> None:
         """Wait for the batches on their way."""
         if self._sending:
             await asyncio.wait(self._sending)
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, ScriptPipelining] = weakref.WeakKeyDictionary()
+
+
+def shared(client: Any) -> ScriptPipelining | None:
+    """The one batcher of ``client`` (None on a Cluster: every call goes alone there)."""
+    if redis_client.is_cluster(client):
+        return None
+    if (found := _SHARED.get(client)) is None:
+        found = _SHARED[client] = ScriptPipelining(client)
+    return found
 
 
 def _settle(reply: asyncio.Future[Any], result: Any) -> None:
