@@ -31,7 +31,7 @@ from threadline.config import (
 from threadline.store import open_store, store_options
 
 from client import API_KEY, API_KEYS, OTHER_KEY
-from servers import RedisServer, until
+from servers import RedisServer, redis_env, until
 
 pytestmark = pytest.mark.integration
 
@@ -199,13 +199,7 @@ async def test_items_outlive_a_restart_of_the_embedded_default(start_replica, tm
 
 async def test_two_replicas_on_one_redis_share_the_store(start_replica, redis_server: RedisServer) -> None:
     flush(redis_server, 1)
-    env = {
-        "CHECKPOINT_BACKEND": "redis",
-        "CHECKPOINT_REDIS_URL": redis_server.url(1),
-        "SESSION_BACKEND": "memory",
-        "API_KEYS": API_KEYS,
-        "LANGGRAPH_CONFIG": str(CONFIG),
-    }
+    env = redis_env(redis_server, LANGGRAPH_CONFIG=str(CONFIG))
     url_a, url_b = start_replica(env, "a").url, start_replica(env, "b").url
     a, b = get_client(url=url_a, api_key=API_KEY), get_client(url=url_b, api_key=API_KEY)
     assert await _remember(a, "memory", "tea is what alice drinks") == ["tea is what alice drinks"]
@@ -282,13 +276,7 @@ async def test_an_item_with_a_ttl_expires_and_frees_its_quota_slot(
     start_replica, redis_server: RedisServer
 ) -> None:
     flush(redis_server, 1)
-    env = {
-        "CHECKPOINT_BACKEND": "redis",
-        "CHECKPOINT_REDIS_URL": redis_server.url(1),
-        "SESSION_BACKEND": "memory",
-        "API_KEYS": API_KEYS,
-        "QUOTA_STORE_ITEMS_PER_PRINCIPAL": "1",
-    }
+    env = redis_env(redis_server, QUOTA_STORE_ITEMS_PER_PRINCIPAL="1")
     store = get_client(url=start_replica(env, "ttl").url, api_key=API_KEY).store
     await store.put_item(["brief"], "k", {"v": 1}, ttl=0.02)  # minutes: 1.2 s
     assert await status_of(store.put_item(["brief"], "other", {"v": 2})) == 429

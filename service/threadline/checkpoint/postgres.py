@@ -85,6 +85,42 @@ class RollbackPostgresSaver(AsyncPostgresSaver):
 
 
 @asynccontextmanager
+async def open_pool(
+    conninfo: str, name: str, max_size: int = POOL_MAX_SIZE
+) -> AsyncIterator[AsyncConnectionPool]:
+    """An open pool on ``conninfo`` as LangGraph's Postgres saver and store need it; closed on
+    exit.
+
+    Raises:
+        StoreUnavailable: no connection within ``CONNECT_TIMEOUT`` seconds.
+    """
+    pool = AsyncConnectionPool(
+        conninfo,
+        open=False,
+        min_size=POOL_MIN_SIZE,
+        max_size=max_size,
+        # What LangGraph's SQL needs: dict rows, and CREATE INDEX CONCURRENTLY in setup()
+        # must not run inside a transaction.
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        # A connection broken by a Postgres restart is found and replaced when taken out,
+        # instead of failing the turn that gets it.
+        check=AsyncConnectionPool.check_connection,
+        timeout=CONNECT_TIMEOUT,
+        name=name,
+    )
+    try:
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout as exc:
+            raise StoreUnavailable(
+                "postgres", f"no connection to {describe(conninfo)} within {CONNECT_TIMEOUT:g}s"
+            ) from exc
+        yield pool
+    finally:
+        await pool.close()
+
+
+@asynccontextmanager
 async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncPostgresSaver]:
     """Open a pool on ``CHECKPOINT_POSTGRES_URL``, run the migrations once, yield the saver.
 
@@ -93,38 +129,15 @@ async def open_saver(settings: CheckpointSettings) -> AsyncIterator[AsyncPostgre
             failed on a connection error.
     """
     conninfo = settings.postgres_url or ""
-    target = describe(conninfo)
-    pool = AsyncConnectionPool(
-        conninfo,
-        open=False,
-        min_size=POOL_MIN_SIZE,
-        max_size=POOL_MAX_SIZE,
-        # What AsyncPostgresSaver needs: its SQL reads dict rows, and CREATE INDEX
-        # CONCURRENTLY in setup() must not run inside a transaction.
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        # A connection broken by a Postgres restart is found and replaced when taken out,
-        # instead of failing the turn that gets it.
-        check=AsyncConnectionPool.check_connection,
-        timeout=CONNECT_TIMEOUT,
-        name="threadline-checkpoints",
-    )
-    try:
-        try:
-            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except PoolTimeout as exc:
-            raise StoreUnavailable(
-                "postgres", f"no connection to {target} within {CONNECT_TIMEOUT:g}s"
-            ) from exc
+    async with open_pool(conninfo, "threadline-checkpoints") as pool:
         saver = RollbackPostgresSaver(pool)  # type: ignore[arg-type]
         try:
             await migrate(saver, conninfo)
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(
-                "postgres", f"migrations on {target} failed: {type(exc).__name__}"
+                "postgres", f"migrations on {describe(conninfo)} failed: {type(exc).__name__}"
             ) from exc
         yield saver
-    finally:
-        await pool.close()
 
 
 async def migrate(saver: AsyncPostgresSaver, conninfo: str) -> None:

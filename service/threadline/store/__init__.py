@@ -234,47 +234,21 @@ async def _sqlite(checkpoints: Path, options: StoreOptions) -> AsyncIterator[Bas
 async def _postgres(conninfo: str, options: StoreOptions) -> AsyncIterator[BaseStore]:
     import psycopg
     from langgraph.store.postgres import AsyncPostgresStore
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-    from threadline.checkpoint.postgres import CONNECT_TIMEOUT, describe, migrate
+    from threadline.checkpoint.postgres import describe, migrate, open_pool
 
     target = describe(conninfo)
-    pool = AsyncConnectionPool(
-        conninfo,
-        open=False,
-        min_size=1,
-        max_size=4,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        check=AsyncConnectionPool.check_connection,
-        timeout=CONNECT_TIMEOUT,
-        name="threadline-store",
-    )
-    try:
-        try:
-            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except PoolTimeout as exc:
-            raise StoreUnavailable(
-                "postgres", f"no connection to {target} within {CONNECT_TIMEOUT:g}s"
-            ) from exc
+    async with open_pool(conninfo, "threadline-store", max_size=4) as pool:
         store = AsyncPostgresStore(pool, index=options.index, ttl=options.ttl)  # type: ignore[arg-type]
         try:
             await migrate(store, conninfo)
-        except psycopg.errors.FeatureNotSupported as exc:
+        except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as exc:
             raise ConfigError(
                 f"{WHERE}.index`: the Postgres at {target} has no pgvector extension "
                 "(CREATE EXTENSION vector failed); install it or drop store.index"
             ) from exc
-        except psycopg.errors.UndefinedFile as exc:
-            raise ConfigError(
-                f"{WHERE}.index`: the Postgres at {target} has no pgvector extension; "
-                "install it or drop store.index"
-            ) from exc
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(
-                "postgres", f"store migrations on {target} failed: {type(exc).__name__}"
-            ) from exc
+            failure = type(exc).__name__
+            raise StoreUnavailable("postgres", f"store migrations on {target} failed: {failure}") from exc
         async with _swept(store, options):
             yield store
-    finally:
-        await pool.close()
