@@ -92,6 +92,12 @@ def validate(filters: object, depth: int = 0) -> Filters | None:
     return dict(filters)
 
 
+def holds(values: Mapping[str, Any], subset: Mapping[str, Any] | None) -> bool:
+    """Whether ``values`` has every key of ``subset`` with its value (a search's ``metadata``
+    or ``values``: not a custom auth filter)."""
+    return not subset or all(values.get(k) == v for k, v in subset.items())
+
+
 def matches(metadata: Mapping[str, Any], filters: Filters | None) -> bool:
     """Whether ``metadata`` satisfies ``filters`` (a :func:`validate`-d filter)."""
     if not filters:

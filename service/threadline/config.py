@@ -241,6 +241,13 @@ class QuotaSettings(_Group):
     # ... and the JSON bytes of one item's value, so a principal holds at most the product
     # (640 MiB by default; lower either for a small Redis).
     store_item_bytes: int = Field(default=64 * 1024, ge=0)
+    # Assistants a principal may create (built-ins do not count), the versions kept of each
+    # (older ones are dropped as new ones come), and the JSON bytes of one (config, context,
+    # metadata, name, description): a principal holds at most their product in Redis
+    # (16 MiB by default).
+    assistants_per_principal: int = Field(default=100, ge=0)
+    assistant_versions: int = Field(default=10, ge=1)
+    assistant_bytes: int = Field(default=16 * 1024, ge=0)
 
 
 class ModelSettings(_Group):

@@ -58,6 +58,8 @@ QUEUED_RUNS = env_name(QuotaSettings, "queued_runs_per_thread")
 EVENTS_PER_RUN = env_name(QuotaSettings, "max_events_per_run")
 STORE_ITEMS = env_name(QuotaSettings, "store_items_per_principal")
 STORE_ITEM_BYTES = env_name(QuotaSettings, "store_item_bytes")
+ASSISTANTS = env_name(QuotaSettings, "assistants_per_principal")
+ASSISTANT_BYTES = env_name(QuotaSettings, "assistant_bytes")
 
 
 class Quotas(Protocol):

@@ -19,6 +19,8 @@ key                 type    holds
                             absolute deadline (:mod:`threadline.sessions`)
 ``tl:p:{P}:threads`` ZSET   live threads of principal ``P``, scored by last activity (ms)
 ``tl:p:{P}:items``  ZSET    live store items of principal ``P`` (digests), scored by expiry (ms)
+``tl:p:{P}:assistants`` HASH  assistants principal ``P`` created: id → current record
+``tl:p:{P}:assistant:<A>`` HASH  versions of assistant ``A`` (:mod:`threadline.runs.assistant_records`)
 ``tl:{T}:thread``   HASH    LangGraph API thread record (:mod:`threadline.runs.records_redis`)
 ``tl:{T}:runs``     ZSET    the thread's run ids by creation time (µs)
 ``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
@@ -72,6 +74,16 @@ def principal_threads_key(principal: str) -> str:
 def principal_store_items_key(principal: str) -> str:
     """The ZSET of ``principal``'s live store items (quota ``QUOTA_STORE_ITEMS_PER_PRINCIPAL``)."""
     return f"{PREFIX}:p:{{{principal}}}:items"
+
+
+def principal_assistants_key(principal: str) -> str:
+    """The HASH of ``principal``'s assistants (quota ``QUOTA_ASSISTANTS_PER_PRINCIPAL``)."""
+    return f"{PREFIX}:p:{{{principal}}}:assistants"
+
+
+def principal_assistant_versions_key(principal: str, assistant_id: str) -> str:
+    """The HASH of the versions of ``principal``'s assistant ``assistant_id`` (same hash tag)."""
+    return f"{PREFIX}:p:{{{principal}}}:assistant:{assistant_id}"
 
 
 def thread_record_key(thread_id: str) -> str:

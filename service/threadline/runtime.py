@@ -127,7 +127,14 @@ class Runtime:
                 continue
             stack.push_async_callback(attempt.aclose)
             graphs = bind_graphs(self.user_graphs, self.model, stores.checkpointer)
-            self.assistants = Assistants(graphs)
+            quota = self.settings.quota
+            self.assistants = Assistants(
+                graphs,
+                stores.assistants,
+                per_principal=quota.assistants_per_principal,
+                versions_kept=quota.assistant_versions,
+                max_bytes=quota.assistant_bytes,
+            )
             self.threads = Threads(
                 stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas
             )
@@ -135,7 +142,7 @@ class Runtime:
             # it, the @auth.on.store handlers decide (threadline.store.tenant).
             scoped = self.custom_auth is None
             assert stores.store is not None
-            quota, server = self.settings.quota, self.settings.server
+            server = self.settings.server
             self.tenancy = Tenancy(
                 stores.store, stores.quotas, quota.store_item_bytes, scoped, server.max_store_scan
             )

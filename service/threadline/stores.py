@@ -24,6 +24,7 @@ from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
 from threadline.redis_client import async_client
+from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords, RedisAssistantRecords
 from threadline.runs.records import RecordStore
 from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
@@ -69,6 +70,7 @@ class Stores:
         quotas: Quotas,
         records: RecordStore | None = None,
         store: BaseStore | None = None,
+        assistants: AssistantRecords | None = None,
     ):
         self.checkpointer = checkpointer
         self.lease = lease
@@ -76,6 +78,7 @@ class Stores:
         self.quotas = quotas
         self.records: RecordStore = records if records is not None else LocalRecordStore()
         self.store = store
+        self.assistants: AssistantRecords = assistants if assistants is not None else LocalAssistantRecords()
 
     @classmethod
     async def open(
@@ -91,6 +94,7 @@ class Stores:
         lease: TurnLease
         quotas: Quotas
         records: RecordStore
+        assistants: AssistantRecords
         client = None
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(
@@ -115,11 +119,13 @@ class Stores:
             )
             stack.push_async_callback(readers.aclose)
             records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl, readers=readers)
+            assistants = RedisAssistantRecords(client)
             await warn_if_evicting(client)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
             quotas = LocalQuotas(settings.quota)
             records = LocalRecordStore()
+            assistants = LocalAssistantRecords()
         store = await stack.enter_async_context(open_store(settings, store_options or StoreOptions(), client))
         sessions: SessionStore
         session = settings.session
@@ -132,7 +138,7 @@ class Stores:
         else:
             sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions, quotas, records, store)
+        stores = cls(checkpointer, lease, sessions, quotas, records, store, assistants)
         await stores.ping()
         return stores
 

@@ -23,14 +23,16 @@ from pydantic import BaseModel
 
 _DESCRIPTIONS = {
     202: "Accepted (the run is asked to stop)",
-    400: "Invalid identifier (/v1), or a thread with no graph to write its state through",
+    400: "Invalid identifier (/v1), a thread with no graph to write its state through, or both "
+    "config.configurable and context",
     401: "Missing or bad credentials",
     403: "Refused by a custom auth handler",
     404: "Not found (or another principal's)",
-    405: "Not allowed: assistants are the deployment's graphs",
     408: "The request body did not arrive in time",
-    409: "Conflict (thread exists or busy, lease lost, message id reused, no interrupt, run active)",
-    413: "Body or content too large, or content empty; a store item past QUOTA_STORE_ITEM_BYTES",
+    409: "Conflict (thread or assistant exists, thread busy, lease lost, message id reused, no "
+    "interrupt, run active, a built-in assistant)",
+    413: "Body or content too large, or content empty; a store item past QUOTA_STORE_ITEM_BYTES, "
+    "an assistant past QUOTA_ASSISTANT_BYTES",
     422: "Invalid request (the message says why)",
     429: "A quota is exhausted (the message names it)",
     503: "A store is unreachable, the replica is draining or at a limit; retry (Retry-After)",

@@ -7,9 +7,9 @@ class NotFound(Exception):
     """No such assistant, thread, run or checkpoint for this principal (another principal's
     thread or run looks exactly the same)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, message: str | None = None) -> None:
         super().__init__(what)
-        self.code, self.message = f"{what}_not_found", f"no such {what}"
+        self.code, self.message = f"{what}_not_found", message or f"no such {what}"
 
 
 class Invalid(Exception):

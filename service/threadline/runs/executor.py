@@ -339,9 +339,9 @@ class Executor:
         )
         metrics.RUN_TAKEOVERS.inc()
         try:
-            assistant = self.assistants.get(run.assistant_id)
-        except NotFound:  # this replica does not serve the run's graph (a mixed rollout)
-            error = {"error": "GraphNotFound", "message": f"graph {run.assistant_id!r} is not served"}
+            assistant = await self.assistants.for_run(run)
+        except NotFound as gone:  # not served here (a mixed rollout), or its assistant deleted
+            error = {"error": "GraphNotFound", "message": f"assistant {run.assistant_id!r}: {gone.message}"}
             events = [("error", wire.dumps(error))]
             await self._finish(
                 run, "error", "error", wire.dumps({"__error__": error}), executor, events=events

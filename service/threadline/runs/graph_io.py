@@ -8,6 +8,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -224,6 +225,7 @@ async def run_graph(
         FencedError: the lease was lost (nothing more is stored from here).
         store failures and CancelledError, as raised.
     """
+    run = replace(run, kwargs=assistant.applied(run.kwargs))
     kwargs, graph = run.kwargs, assistant.graph
     if store is not None:
         graph = graph.copy(update={"store": store})  # ~14 µs

@@ -188,11 +188,7 @@ class ThreadProtocolStream:
             ]
             for run in fresh:
                 seen.add(run.run_id)
-                try:
-                    graph = runs.assistants.get(run.assistant_id).graph_id
-                except Exception:  # not served here (a mixed rollout): the id will do
-                    graph = run.assistant_id
-                async for envelope in self.run(runs, run, graph):
+                async for envelope in self.run(runs, run, runs.assistants.graph_id_of(run)):
                     yield envelope
             if not fresh:
                 if await runs.records.get_thread(thread_id) is None:

@@ -29,7 +29,7 @@ from typing import Any
 from threadline.config import QuotaSettings
 from threadline.lease import TurnLease
 from threadline.quotas import QUEUED_RUNS, QuotaExceeded
-from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.assistants import ASSISTANT_KWARG, Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.executor import SWEEP_SECONDS, Executor
 from threadline.runs.graph_io import AUTH_KWARG, can_delete_for_runs, check_input, values_result
@@ -132,7 +132,8 @@ class Runs:
             Conflict: busy thread with ``multitask_strategy=reject``; ``command.resume`` on a
                 thread with no interrupt.
         """
-        assistant = self.assistants.get(payload["assistant_id"])
+        assistant = await self.assistants.get(principal, payload["assistant_id"])
+        payload = self.assistants.run_payload(assistant, payload)
         check_input(assistant, payload)
         if payload.get("multitask_strategy") == "rollback":
             self._check_rollback("multitask_strategy")
@@ -308,7 +309,7 @@ class Runs:
         thread's values (and interrupts) now."""
         if run.result is not None:
             return run.result
-        state = await self.assistants.get(run.assistant_id).graph.aget_state(thread_config(run.thread_id))
+        state = await self.assistants.graph_of(run).aget_state(thread_config(run.thread_id))
         return values_result(state)
 
     async def events(
@@ -473,5 +474,7 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "status": shown_status(run),
         "metadata": run.metadata,
         "multitask_strategy": run.multitask_strategy,
-        "kwargs": {k: v for k, v in run.kwargs.items() if k not in ("stateless", AUTH_KWARG)},
+        "kwargs": {
+            k: v for k, v in run.kwargs.items() if k not in ("stateless", AUTH_KWARG, ASSISTANT_KWARG)
+        },
     }

@@ -51,10 +51,6 @@ def thread_status_of(state: StateSnapshot | None) -> str:
     return "idle"
 
 
-def matches(subset: dict[str, Any] | None, values: dict[str, Any]) -> bool:
-    return not subset or all(values.get(k) == v for k, v in subset.items())
-
-
 class Threads:
     """Create, read, search, copy and delete threads; read and update their state.
 
@@ -260,7 +256,7 @@ class Threads:
         for record in found:
             if not values:
                 yield record, None
-            elif (state := await self._state(record)) and matches(values, state.values):
+            elif (state := await self._state(record)) and access.holds(state.values, values):
                 yield record, state
 
     async def count(
@@ -284,7 +280,7 @@ class Threads:
             for r in records
             if (wanted is None or r.thread_id in wanted)
             and (status is None or r.status == status)
-            and matches(metadata, r.metadata)
+            and access.holds(r.metadata, metadata)
         ]
 
     async def copy(self, principal: str, thread_id: str) -> dict[str, Any]:

@@ -1,111 +1,186 @@
-"""``/assistants``: one assistant per served graph (read-only: they come from the config)."""
+"""``/assistants``: the built-in assistant of each served graph and the ones clients create;
+their versions, graphs and schemas. Custom auth's ``@auth.on.assistants`` handlers see each
+request and may narrow what it reaches by the assistants' metadata (ADR 0013)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from threadline import access
-from threadline.api.deps import AssistantsDep, Authorize, Principal
-from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import AssistantCount, AssistantSearch, selected
+from threadline.api.deps import AssistantsDep, Authorize, Principal, ThreadsDep
+from threadline.api.langgraph.bodies import (
+    AssistantCount,
+    AssistantCreate,
+    AssistantLatest,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantVersions,
+    selected,
+)
 from threadline.api.openapi import error_responses
 from threadline.runs.assistants import Assistant, Assistants
-from threadline.runs.errors import NotFound
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
 
-READ_ONLY = (
-    "assistants are the graphs of the deployment's langgraph.json; they cannot be changed through the API"
-)
+# Threads of a deleted assistant (``delete_threads``) are found this many at a time.
+_DELETE_PAGE = 100
 
 
-# What the served graphs' assistants carry as metadata, which custom auth filters read.
-SYSTEM_METADATA = {"created_by": "system"}
-
-
-async def _read(authorize: Authorize, assistants: Assistants, assistant_id: str) -> Assistant:
+async def _read(authorize: Authorize, assistants: Assistants, principal: str, assistant_id: str) -> Assistant:
     """The assistant, once the custom auth ``assistants.read`` handler let the caller see it.
 
     Raises:
         NotFound: no such assistant, or one the handler's filter excludes.
     """
     filters = await authorize.check("assistants", "read", {"assistant_id": assistant_id, "metadata": {}})
-    assistant = assistants.get(assistant_id)
-    if not access.matches(SYSTEM_METADATA, filters):
-        raise NotFound("assistant")
-    return assistant
+    return await assistants.get(principal, assistant_id, filters)
 
 
 async def _searched(
-    authorize: Authorize, assistants: Assistants, body: AssistantSearch | AssistantCount
+    authorize: Authorize, assistants: Assistants, principal: str, body: AssistantSearch | AssistantCount
 ) -> list[Assistant]:
     value = {"graph_id": body.graph_id, "metadata": dict(body.metadata or {}), "limit": 0, "offset": 0}
     if isinstance(body, AssistantSearch):
         value.update(limit=body.limit, offset=body.offset)
     filters = await authorize.check("assistants", "search", value)
-    if not access.matches(SYSTEM_METADATA, filters):
-        return []
-    return assistants.search(value.get("graph_id"), body.name, value.get("metadata") or None)
+    return await assistants.search(
+        principal, value.get("graph_id"), body.name, value.get("metadata") or None, filters
+    )
+
+
+@router.post("", responses=error_responses(400, 404, 409, 413, 429))
+async def create(
+    body: AssistantCreate, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+) -> dict[str, Any]:
+    value = body.model_dump(exclude={"if_exists"})
+    value.update(assistant_id=str(body.assistant_id) if body.assistant_id else None)
+    value["metadata"] = value["metadata"] or {}
+    await authorize.check("assistants", "create", value)
+    fields = {k: value.get(k) for k in ("graph_id", "config", "context", "metadata", "name", "description")}
+    found = await assistants.create(principal, fields, body.if_exists, value.get("assistant_id"))
+    return found.as_dict()
 
 
 @router.post("/search")
 async def search(
-    body: AssistantSearch, authorize: Authorize, assistants: AssistantsDep
+    body: AssistantSearch, principal: Principal, authorize: Authorize, assistants: AssistantsDep
 ) -> list[dict[str, Any]]:
-    found = [assistants.as_dict(a) for a in await _searched(authorize, assistants, body)]
-    # Every assistant has the same times: ties keep the graphs' order (langgraph.json's).
-    found.sort(key=lambda a: a[body.sort_by], reverse=body.sort_order == "desc")
+    found = [a.as_dict() for a in await _searched(authorize, assistants, principal, body)]
+    key = body.sort_by
+    if key in ("name", "graph_id"):  # case-insensitive, as langgraph-api sorts them
+        found.sort(key=lambda a: str(a[key] or "").lower(), reverse=body.sort_order == "desc")
+    else:  # ties keep the graphs' order (langgraph.json's), then creation
+        found.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
     return selected(found[body.offset : body.offset + body.limit], body.select)
 
 
 @router.post("/count")
-async def count(body: AssistantCount, authorize: Authorize, assistants: AssistantsDep) -> int:
-    return len(await _searched(authorize, assistants, body))
+async def count(
+    body: AssistantCount, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+) -> int:
+    return len(await _searched(authorize, assistants, principal, body))
 
 
 @router.get("/{assistant_id}", responses=error_responses(404))
-async def get(assistant_id: str, authorize: Authorize, assistants: AssistantsDep) -> dict[str, Any]:
-    return assistants.as_dict(await _read(authorize, assistants, assistant_id))
+async def get(
+    assistant_id: str, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+) -> dict[str, Any]:
+    return (await _read(authorize, assistants, principal, assistant_id)).as_dict()
+
+
+@router.patch("/{assistant_id}", responses=error_responses(400, 404, 409, 413))
+async def patch(
+    assistant_id: str,
+    body: AssistantPatch,
+    principal: Principal,
+    authorize: Authorize,
+    assistants: AssistantsDep,
+) -> dict[str, Any]:
+    value = {"assistant_id": assistant_id, **body.model_dump()}
+    filters = await authorize.check("assistants", "update", value)
+    changes = {k: value.get(k) for k in ("graph_id", "config", "context", "metadata", "name", "description")}
+    return (await assistants.patch(principal, assistant_id, changes, filters)).as_dict()
+
+
+@router.delete("/{assistant_id}", status_code=204, responses=error_responses(404, 409))
+async def delete(
+    assistant_id: str,
+    principal: Principal,
+    authorize: Authorize,
+    assistants: AssistantsDep,
+    threads: ThreadsDep,
+    delete_threads: bool = False,
+) -> Response:
+    filters = await authorize.check("assistants", "delete", {"assistant_id": assistant_id})
+    await assistants.delete(principal, assistant_id, filters)
+    if delete_threads:
+        # The caller's threads made for it (at most QUOTA_THREADS_PER_PRINCIPAL), a page at a time.
+        while page := [
+            t["thread_id"]
+            async for t in await threads.search(
+                principal, metadata={"assistant_id": assistant_id}, limit=_DELETE_PAGE
+            )
+        ]:
+            for thread_id in page:
+                await threads.delete(principal, thread_id)
+    return Response(status_code=204)
+
+
+@router.post("/{assistant_id}/versions", responses=error_responses(404))
+async def versions(
+    assistant_id: str,
+    body: AssistantVersions,
+    principal: Principal,
+    authorize: Authorize,
+    assistants: AssistantsDep,
+) -> list[dict[str, Any]]:
+    filters = await authorize.check("assistants", "read", {"assistant_id": assistant_id, "metadata": {}})
+    found = await assistants.versions(principal, assistant_id, body.metadata, filters)
+    return found[body.offset : body.offset + body.limit]
+
+
+@router.post("/{assistant_id}/latest", responses=error_responses(404, 409))
+async def latest(
+    assistant_id: str,
+    body: AssistantLatest,
+    principal: Principal,
+    authorize: Authorize,
+    assistants: AssistantsDep,
+) -> dict[str, Any]:
+    value = {"assistant_id": assistant_id, "version": body.version}
+    filters = await authorize.check("assistants", "update", value)
+    return (await assistants.set_latest(principal, assistant_id, body.version, filters)).as_dict()
 
 
 @router.get("/{assistant_id}/graph", responses=error_responses(404))
 async def graph(
     assistant_id: str,
+    principal: Principal,
     authorize: Authorize,
     assistants: AssistantsDep,
     xray: Annotated[str, Query(pattern=r"^(true|false|True|False|[1-9][0-9]{0,2})$")] = "false",
 ) -> dict[str, Any]:
     depth: bool | int = xray.lower() == "true" if not xray.isdigit() else int(xray)
-    return await assistants.graph_json(await _read(authorize, assistants, assistant_id), depth)
+    return await assistants.graph_json(await _read(authorize, assistants, principal, assistant_id), depth)
 
 
 @router.get("/{assistant_id}/schemas", responses=error_responses(404))
-async def schemas(assistant_id: str, authorize: Authorize, assistants: AssistantsDep) -> dict[str, Any]:
-    return assistants.schemas(await _read(authorize, assistants, assistant_id))
+async def schemas(
+    assistant_id: str, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+) -> dict[str, Any]:
+    return assistants.schemas(await _read(authorize, assistants, principal, assistant_id))
 
 
 @router.get("/{assistant_id}/subgraphs", responses=error_responses(404))
 @router.get("/{assistant_id}/subgraphs/{namespace}", responses=error_responses(404))
 async def subgraphs(
     assistant_id: str,
+    principal: Principal,
     authorize: Authorize,
     assistants: AssistantsDep,
     namespace: str | None = None,
     recurse: bool = False,
 ) -> dict[str, Any]:
-    return assistants.subgraphs(await _read(authorize, assistants, assistant_id), namespace, recurse)
-
-
-@router.post("", responses=error_responses(405))
-async def create(_: Principal) -> None:
-    raise ApiError(405, "read_only", READ_ONLY)
-
-
-@router.patch("/{assistant_id}", responses=error_responses(405))
-@router.delete("/{assistant_id}", responses=error_responses(405))
-@router.post("/{assistant_id}/versions", responses=error_responses(405))
-@router.post("/{assistant_id}/latest", responses=error_responses(405))
-async def change(assistant_id: str, _: Principal) -> None:
-    raise ApiError(405, "read_only", READ_ONLY)
+    found = await _read(authorize, assistants, principal, assistant_id)
+    return assistants.subgraphs(found, namespace, recurse)

@@ -8,6 +8,7 @@ silently dropped.
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -135,6 +136,36 @@ class AssistantSearch(_Body):
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[AssistantField] | None = None
+
+
+class AssistantCreate(_Body):
+    graph_id: str = Field(min_length=1, max_length=256)
+    assistant_id: uuid.UUID | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    name: str | None = Field(default=None, max_length=1024)
+    description: str | None = Field(default=None, max_length=8192)
+
+
+class AssistantPatch(_Body):
+    graph_id: str | None = Field(default=None, min_length=1, max_length=256)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = Field(default=None, max_length=1024)
+    description: str | None = Field(default=None, max_length=8192)
+
+
+class AssistantVersions(_Body):
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class AssistantLatest(_Body):
+    version: int = Field(ge=1)
 
 
 class AssistantCount(_Body):
