@@ -290,6 +290,21 @@ def test_an_assistants_filter_hides_the_graphs(probe):
     assert filtered.get("/assistants/greeter/schemas").status_code == 404
 
 
+def test_assistant_handlers_stamp_created_assistants_and_their_filters_apply(probe):
+    plain, filtered = _http(probe, "user-noa"), _http(probe, "user-noa", **{"X-Probe-Filtered": "1"})
+    made = plain.post("/assistants", json={"graph_id": "greeter", "metadata": {"mine": 1}}).json()
+    assert made["metadata"] == {"mine": 1, "created_by": "someone"}
+    aid = made["assistant_id"]
+    # The filtered view holds the stamped assistant and none of the built-ins.
+    assert [a["assistant_id"] for a in filtered.post("/assistants/search", json={}).json()] == [aid]
+    assert filtered.patch(f"/assistants/{aid}", json={"name": "renamed"}).json()["version"] == 2
+    refused = plain.post("/assistants", json={"graph_id": "greeter", "metadata": {"deny": True}})
+    assert refused.status_code == 403
+    assert plain.post("/assistants/count", json={"graph_id": "greeter"}).json() == 2  # built-in + one
+    # Another user does not see noa's assistant, whatever their filter.
+    assert _http(probe, "user-ada").get(f"/assistants/{aid}").status_code == 404
+
+
 def test_authenticate_runs_once_per_request(probe):
     """Whether the middleware authenticates (a body) or the route's dependency does (no body),
     and however many dependencies of the route need the caller."""

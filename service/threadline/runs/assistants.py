@@ -398,6 +398,7 @@ class Assistants:
         graph = self._graphs.get(fields["graph_id"])
         if graph is None:
             return None
+        fields.setdefault("updated_at", fields["created_at"])  # a version's record has no update time
         return Assistant(
             graph=graph, **{k: fields[k] for k in Assistant.__dataclass_fields__ if k != "graph"}
         )

@@ -57,6 +57,14 @@ async def threads(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.Filter
     return VISIBLE if "filtered" in ctx.permissions else None
 
 
+@auth.on.assistants.create
+async def create_assistant(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """Stamps what the `filtered` callers' filter lets them see; refuses `deny`."""
+    if (value.get("metadata") or {}).get("deny"):
+        raise Auth.exceptions.HTTPException(403, "deny assistants are refused")
+    value["metadata"] = {**(value.get("metadata") or {}), "created_by": "someone"}
+
+
 @auth.on.assistants
 async def assistants(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
     # The served graphs' assistants carry {"created_by": "system"}: a `filtered` caller sees none.

@@ -8,6 +8,7 @@ import asyncio
 import operator
 from typing import Annotated
 
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
@@ -22,14 +23,18 @@ class Steps(TypedDict, total=False):
     answers: Annotated[list[str], operator.add]
 
 
+def _tag(state: Steps) -> str:
+    # The input's, else the run's config (an assistant's ``configurable.tag``).
+    return state.get("tag") or get_config()["configurable"].get("tag") or ""
+
+
 def _mine(state: Steps) -> list[str]:
-    tag = state.get("tag") or ""
-    return [d for d in state.get("done") or [] if d.startswith(tag)]
+    return [d for d in state.get("done") or [] if d.startswith(_tag(state))]
 
 
 async def step(state: Steps) -> dict:
     await asyncio.sleep(state.get("delay") or 0)
-    return {"done": [f"{state.get('tag') or ''}{len(_mine(state)) + 1}"]}
+    return {"done": [f"{_tag(state)}{len(_mine(state)) + 1}"]}
 
 
 def ask(state: Steps) -> dict:

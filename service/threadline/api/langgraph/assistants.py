@@ -62,9 +62,13 @@ async def create(
     return found.as_dict()
 
 
-@router.post("/search")
+@router.post("/search", responses=error_responses(404))
 async def search(
-    body: AssistantSearch, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+    body: AssistantSearch,
+    principal: Principal,
+    authorize: Authorize,
+    assistants: AssistantsDep,
+    response: Response,
 ) -> list[dict[str, Any]]:
     found = [a.as_dict() for a in await _searched(authorize, assistants, principal, body)]
     key = body.sort_by
@@ -72,10 +76,17 @@ async def search(
         found.sort(key=lambda a: str(a[key] or "").lower(), reverse=body.sort_order == "desc")
     else:  # ties keep the graphs' order (langgraph.json's), then creation
         found.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
-    return selected(found[body.offset : body.offset + body.limit], body.select)
+    end = body.offset + body.limit
+    page = found[body.offset : end]
+    # langgraph-api's paging headers (the SDK's response_format="object" reads the next one).
+    if end < len(found):
+        response.headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
+    else:
+        response.headers["X-Pagination-Total"] = str(len(page) + body.offset)
+    return selected(page, body.select)
 
 
-@router.post("/count")
+@router.post("/count", responses=error_responses(404))
 async def count(
     body: AssistantCount, principal: Principal, authorize: Authorize, assistants: AssistantsDep
 ) -> int:
