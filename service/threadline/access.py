@@ -93,9 +93,19 @@ def validate(filters: object, depth: int = 0) -> Filters | None:
 
 
 def holds(values: Mapping[str, Any], subset: Mapping[str, Any] | None) -> bool:
-    """Whether ``values`` has every key of ``subset`` with its value (a search's ``metadata``
-    or ``values``: not a custom auth filter)."""
-    return not subset or all(values.get(k) == v for k, v in subset.items())
+    """Whether ``values`` contains ``subset`` (a search's ``metadata`` or ``values``, not a
+    custom auth filter): every key present, objects contained key by key, other values equal —
+    Postgres's ``@>`` on objects, as langgraph-api's in-memory runtime reads it."""
+    for key, value in (subset or {}).items():
+        if key not in values:
+            return False
+        found = values[key]
+        if isinstance(value, Mapping) and isinstance(found, Mapping):
+            if not holds(found, value):
+                return False
+        elif found != value:
+            return False
+    return True
 
 
 def matches(metadata: Mapping[str, Any], filters: Filters | None) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -32,14 +33,20 @@ from threadline.runs.records import RunRecord, now_iso
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 # What built-in assistants carry as metadata, which custom auth filters read.
 SYSTEM_METADATA = {"created_by": "system"}
-# The same on every replica and across restarts: a built-in is the graph, not a record.
-BUILTIN_TIME = "1970-01-01T00:00:00+00:00"
+# The same on every replica and across restarts: a built-in is the graph, not a record. The
+# n-th graph of langgraph.json is n seconds past it, so built-ins sort by time in the order
+# langgraph-api gives them (it makes them at start-up, one after another).
+BUILTIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 # The run kwarg naming the graph and version of a created assistant a run was created with.
 ASSISTANT_KWARG = "assistant"
 # The fields a version holds (the current record adds version, created_at, updated_at).
 _VERSIONED = ("graph_id", "config", "context", "metadata", "name", "description")
 # Attempts at a change racing changes from other replicas before it is refused.
 _CHANGE_ATTEMPTS = 8
+
+
+def _builtin_time(n: int) -> str:
+    return (BUILTIN_TIME + timedelta(seconds=n)).isoformat()
 
 
 def assistant_id_of(graph_id: str) -> str:
@@ -57,8 +64,8 @@ class Assistant:
     metadata: dict[str, Any] = field(default_factory=lambda: dict(SYSTEM_METADATA))
     description: str | None = None
     version: int = 1
-    created_at: str = BUILTIN_TIME
-    updated_at: str = BUILTIN_TIME
+    created_at: str = BUILTIN_TIME.isoformat()
+    updated_at: str = BUILTIN_TIME.isoformat()
 
     @property
     def builtin(self) -> bool:
@@ -118,7 +125,10 @@ class Assistants:
         if not graphs:
             raise ValueError("at least one graph is needed")
         self._graphs = graphs
-        self._by_graph = {gid: Assistant(assistant_id_of(gid), gid, g) for gid, g in graphs.items()}
+        self._by_graph: dict[str, Assistant] = {}
+        for n, (gid, g) in enumerate(graphs.items()):
+            made = _builtin_time(n)
+            self._by_graph[gid] = Assistant(assistant_id_of(gid), gid, g, created_at=made, updated_at=made)
         self._by_uuid = {a.assistant_id: a for a in self._by_graph.values()}
         self.default_graph_id = default_graph_id if default_graph_id in graphs else next(iter(graphs))
         self.records = records if records is not None else LocalAssistantRecords()
@@ -218,7 +228,11 @@ class Assistants:
         """The built-ins, then ``owner``'s assistants (at most the quota's count), that match."""
         if graph_id is not None:
             self._graph(graph_id)
-        mine = [a for raw in await self.records.all(owner) if (a := self._decoded(raw)) is not None]
+        # In the order they were made (a Redis hash has none), which ties in a sort keep.
+        mine = sorted(
+            (a for raw in await self.records.all(owner) if (a := self._decoded(raw)) is not None),
+            key=lambda a: a.created_at,
+        )
         return [
             a
             for a in [*self._by_graph.values(), *mine]
@@ -244,7 +258,7 @@ class Assistants:
         assistant_id = assistant_id or str(uuid.uuid4())
         if self._builtin(assistant_id) is not None:
             raise Conflict("assistant_exists", "assistant_id: a built-in assistant has it")
-        version = self._checked({"name": "Untitled", "description": None, **body})
+        version = self._checked({"description": None, **body, "name": body.get("name") or "Untitled"})
         now = now_iso()
         current = {
             **version,
@@ -277,6 +291,7 @@ class Assistants:
         Raises:
             NotFound, Conflict (a built-in; too many concurrent changes), Invalid.
         """
+        _synced(changes.get("config") or {}, changes.get("context"))  # refused before any read
 
         def changed(current: dict[str, Any], last: int) -> tuple[dict[str, Any], int]:
             config, context = _synced(changes.get("config") or {}, changes.get("context"))

@@ -20,6 +20,7 @@ from threadline.api.langgraph.bodies import (
 )
 from threadline.api.openapi import error_responses
 from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.errors import NotFound
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
 
@@ -71,11 +72,11 @@ async def search(
     response: Response,
 ) -> list[dict[str, Any]]:
     found = [a.as_dict() for a in await _searched(authorize, assistants, principal, body)]
-    key = body.sort_by
+    key, reverse = body.sort_by or "created_at", body.sort_by is None or body.sort_order == "desc"
     if key in ("name", "graph_id"):  # case-insensitive, as langgraph-api sorts them
-        found.sort(key=lambda a: str(a[key] or "").lower(), reverse=body.sort_order == "desc")
+        found.sort(key=lambda a: str(a[key] or "").lower(), reverse=reverse)
     else:  # ties keep the graphs' order (langgraph.json's), then creation
-        found.sort(key=lambda a: a[key], reverse=body.sort_order == "desc")
+        found.sort(key=lambda a: a[key], reverse=reverse)
     end = body.offset + body.limit
     page = found[body.offset : end]
     # langgraph-api's paging headers (the SDK's response_format="object" reads the next one).
@@ -148,7 +149,10 @@ async def versions(
 ) -> list[dict[str, Any]]:
     filters = await authorize.check("assistants", "read", {"assistant_id": assistant_id, "metadata": {}})
     found = await assistants.versions(principal, assistant_id, body.metadata, filters)
-    return found[body.offset : body.offset + body.limit]
+    page = found[body.offset : body.offset + body.limit]
+    if not page:
+        raise NotFound("assistant")  # as langgraph-api answers an empty page
+    return page
 
 
 @router.post("/{assistant_id}/latest", responses=error_responses(404, 409))

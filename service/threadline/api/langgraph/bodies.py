@@ -133,7 +133,8 @@ class AssistantSearch(_Body):
     name: str | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
-    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] = "created_at"
+    # No sort_by: newest first, whatever sort_order says (as langgraph-api).
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[AssistantField] | None = None
 
