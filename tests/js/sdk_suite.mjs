@@ -67,6 +67,28 @@ const checks = {
     assert.deepEqual(picked.map((a) => Object.keys(a)), [["graph_id"], ["graph_id"]]);
     assert.equal(await B.assistants.count({ graphId: "chat" }), 1);
   },
+  async "assistants: create, update, versions, setLatest, run with its context, delete"() {
+    const suite = `js${Date.now()}${Math.random()}`;
+    const made = await A.assistants.create({ graphId: "steps", name: "tagger", context: { tag: "x" }, metadata: { suite } });
+    assert.equal(made.version, 1);
+    assert.deepEqual(made.config.configurable, { tag: "x" });
+    const updated = await B.assistants.update(made.assistant_id, { context: { tag: "y" } });
+    assert.equal(updated.version, 2);
+    assert.equal(updated.name, "tagger");
+    const versions = await A.assistants.getVersions(made.assistant_id);
+    assert.deepEqual(versions.map((v) => v.version), [2, 1]);
+    const latest = await B.assistants.setLatest(made.assistant_id, 1);
+    assert.deepEqual([latest.version, latest.context], [1, { tag: "x" }]);
+    // The run sees the assistant's context as its configurable tag (graphs/steps.py).
+    const thread = await A.threads.create();
+    const out = await B.runs.wait(thread.thread_id, made.assistant_id, { input: {} });
+    assert.deepEqual(out.done, ["x1"]);
+    assert.deepEqual((await A.assistants.search({ metadata: { suite } })).map((a) => a.assistant_id), [made.assistant_id]);
+    assert.equal(await B.assistants.count({ metadata: { suite } }), 1);
+    await A.assistants.delete(made.assistant_id);
+    await rejects(B.assistants.get(made.assistant_id), 404);
+    await rejects(A.assistants.update(made.assistant_id, { name: "gone" }), 404);
+  },
 
   // -- threads --
   async "threads: a fresh thread has every typed field, values null"() {
