@@ -90,7 +90,8 @@ class Assistant:
         if self.factory is None:
             return contextlib.nullcontext(self.graph)
         runtime = server_runtime(access_context, store, user, context)
-        return self.factory.open(config, runtime)
+        # A copy: what the factory changes in it stays out of the run's own config.
+        return self.factory.open({**config, "configurable": dict(config.get("configurable") or {})}, runtime)
 
     def read_config(self, user: Any = None) -> dict[str, Any]:
         """The config a schema or drawing calls a factory with: the assistant's, with the

@@ -240,11 +240,11 @@ async def run_graph(
     config = run_config(run, assistant, held.token, from_latest=resumed)
     if ceiling := quota.max_recursion_limit:  # MAX_RECURSION_LIMIT: lower is kept
         config["recursion_limit"] = min(int(config.get("recursion_limit") or ceiling), ceiling)
-    # A factory's graph is made for this run, with its config (a copy: the factory may change
-    # it) and user, and its context exited when the run stops, whichever way (ADR 0018).
+    # A factory's graph is made for this run, with its config and user, and its context
+    # exited when the run stops, whichever way (ADR 0018). A plain graph: no work here.
     opened = assistant.opened(
         "threads.create_run",
-        {**config, "configurable": dict(config["configurable"])},
+        config,
         user=config["configurable"].get("langgraph_auth_user"),
         store=store,
         context=kwargs.get("context"),
