@@ -581,3 +581,24 @@ def test_http_cors_is_read_for_the_app(tmp_path: Path) -> None:
     assert (
         read_deployment(config(tmp_path, {"counter": "./agent.py:graph"}, http={"cors": cors})).cors == cors
     )
+
+
+async def test_a_plain_graph_is_opened_as_it_is_with_no_factory_call(tmp_path: Path) -> None:
+    from threadline.runs.assistants import Assistants
+
+    write(tmp_path, "agent.py")
+    write(tmp_path, "factories.py", FACTORIES)
+    saver = InMemorySaver()
+    imported = import_graphs(
+        config(tmp_path, {"plain": "./agent.py:graph", "made": "./factories.py:make_cm"})
+    )
+    assistants = Assistants(bind_graphs(imported, model(), saver), factories=bind_factories(imported, saver))
+    plain = await assistants.get("alice", "plain")
+    async with plain.opened("threads.create_run", {"configurable": {}}) as graph:
+        assert graph is plain.graph  # the bound start-up graph itself: nothing made, copied or entered
+    calls = calls_of(tmp_path)
+    calls.clear()
+    made = await assistants.get("alice", "made")
+    schemas = await assistants.schemas(made, AuthUser({"identity": "alice"}), InMemoryStore())
+    assert schemas["graph_id"] == "made" and "n" in schemas["state_schema"]["properties"]
+    assert [c[0] for c in calls] == ["enter", "exit"]

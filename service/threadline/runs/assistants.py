@@ -96,7 +96,7 @@ class Assistant:
     def read_config(self, user: Any = None) -> dict[str, Any]:
         """The config a schema or drawing calls a factory with: the assistant's, with the
         caller's user (as langgraph-api merges the request's auth into it)."""
-        configurable = {**(self.config.get("configurable") or {}), "graph_id": self.graph_id}
+        configurable = dict(self.config.get("configurable") or {})
         if user is not None:
             configurable.update(langgraph_auth_user=user, langgraph_auth_user_id=user.identity)
         return {**self.config, "configurable": configurable}
