@@ -380,7 +380,7 @@ def import_graphs(config_path: Path | Deployment | None) -> dict[str, Pregel | S
 async def _made_at_start(factory: GraphFactory) -> object:
     """What ``factory`` makes with the start-up config and a read runtime (its context exited)."""
     runtime = server_runtime("assistants.read", InMemoryStore())
-    async with _entered(factory.make(**factory.arguments(dict(START_CONFIG), runtime))) as made:
+    async with _entered(factory.make(**factory.arguments(copy.deepcopy(START_CONFIG), runtime))) as made:
         return made
 
 
