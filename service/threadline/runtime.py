@@ -13,6 +13,7 @@ from threadline.agent import build_graph, make_model
 from threadline.agent.registry import (
     CHAT,
     Deployment,
+    bind_factories,
     bind_graphs,
     import_auth,
     import_graphs,
@@ -134,6 +135,7 @@ class Runtime:
                 per_principal=quota.assistants_per_principal,
                 versions_kept=quota.assistant_versions,
                 max_bytes=quota.assistant_bytes,
+                factories=bind_factories(self.user_graphs, stores.checkpointer),
             )
             self.threads = Threads(
                 stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas

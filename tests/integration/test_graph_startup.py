@@ -33,6 +33,20 @@ own = builder.compile(checkpointer=InMemorySaver())
 
 def failing():
     raise RuntimeError("OPENAI_API_KEY=SECRET")
+
+import contextlib
+
+@contextlib.asynccontextmanager
+async def failing_context(runtime: "ServerRuntime"):
+    raise RuntimeError("OPENAI_API_KEY=SECRET")
+    yield
+
+@contextlib.asynccontextmanager
+async def no_graph(config):
+    yield 42
+
+def too_many(config, store, user):
+    return builder
 """.replace("SECRET", SECRET)
 
 
@@ -44,6 +58,8 @@ def serve(tmp_path: Path, graphs: dict[str, str]) -> subprocess.CompletedProcess
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
+        # The tree under test (as tests/servers.py passes it), not the venv's installed one.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
         "LANGGRAPH_CONFIG": str(config),
         # Stores that would not answer: start-up must stop before it tries them.
         "CHECKPOINT_BACKEND": "redis",
@@ -67,8 +83,18 @@ def serve(tmp_path: Path, graphs: dict[str, str]) -> subprocess.CompletedProcess
             {"ok": "./agent.py:builder", "bad": "./agent.py:failing"},
             "graph 'bad' (./agent.py:failing): RuntimeError",
         ),
+        ({"cm": "./agent.py:failing_context"}, "graph 'cm' (./agent.py:failing_context): RuntimeError"),
+        ({"cm": "./agent.py:no_graph"}, "graph 'cm' (./agent.py:no_graph): is a int, not a graph"),
+        ({"f": "./agent.py:too_many"}, "graph 'f' (./agent.py:too_many): a graph factory takes nothing"),
     ],
-    ids=["own-checkpointer", "broken-import", "failing-factory"],
+    ids=[
+        "own-checkpointer",
+        "broken-import",
+        "failing-factory",
+        "failing-context-factory",
+        "context-factory-without-graph",
+        "factory-with-three-arguments",
+    ],
 )
 def test_a_bad_graph_stops_start_up_naming_it(tmp_path: Path, graphs: dict[str, str], expected: str) -> None:
     done = serve(tmp_path, graphs)

@@ -6,6 +6,7 @@ LangGraph's in-memory saver (a real checkpointer in this process).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import textwrap
@@ -15,10 +16,19 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 
 from threadline.agent.builtin import BuiltinChatModel
-from threadline.agent.registry import CHAT, bind_graphs, import_graphs, read_config
+from threadline.agent.registry import (
+    CHAT,
+    bind_factories,
+    bind_graphs,
+    import_graphs,
+    read_config,
+    server_runtime,
+)
 from threadline.config import ConfigError, GraphSettings, load
+from threadline.custom_auth import AuthUser
 
 pytestmark = pytest.mark.unit
 
@@ -153,36 +163,151 @@ async def test_two_graphs_of_one_file_import_it_once(tmp_path: Path) -> None:
     assert graphs["a"].builder is graphs["b"]
 
 
-# --- factories -----------------------------------------------------------------------------
+# --- factories ------------------------------------------------------------------------------
 
+# Every kind langgraph-api accepts. Each records what it was called with in CALLS, and a
+# context-manager one its enter and exit (a list in the module, read back by the test).
 FACTORIES = """
+import contextlib
+from typing import TYPE_CHECKING
+from langchain_core.runnables import RunnableConfig
+if TYPE_CHECKING:  # resolved by name, as langgraph-api resolves it
+    from langgraph_sdk.runtime import ServerRuntime
+
+CALLS = []
+
 def make_bare():
+    CALLS.append(("bare",))
     return builder.compile()
 
 def make_with_config(config):
-    if config != {"configurable": {}}:  # what langgraph-api hands a factory: a RunnableConfig
-        raise TypeError("not a RunnableConfig")
+    CALLS.append(("config", config))
     return builder
 
-async def make_async(config):
+async def make_async(config: RunnableConfig):
+    CALLS.append(("async", config))
     return builder.compile()
+
+def make_with_runtime(runtime: "ServerRuntime"):
+    CALLS.append(("runtime", runtime))
+    return builder.compile()
+
+async def make_with_both(runtime: "ServerRuntime", config):
+    CALLS.append(("both", config, runtime))
+    return builder.compile()
+
+@contextlib.asynccontextmanager
+async def make_cm(config):
+    CALLS.append(("enter", config["configurable"].get("thread_id")))
+    try:
+        yield builder.compile()
+    finally:
+        CALLS.append(("exit", config["configurable"].get("thread_id")))
+
+@contextlib.contextmanager
+def make_sync_cm():
+    CALLS.append(("enter",))
+    try:
+        yield builder
+    finally:
+        CALLS.append(("exit",))
 """
 
+KINDS = [
+    "make_bare",
+    "make_with_config",
+    "make_async",
+    "make_with_runtime",
+    "make_with_both",
+    "make_cm",
+    "make_sync_cm",
+]
 
-@pytest.mark.parametrize("factory", ["make_bare", "make_with_config", "make_async"])
-async def test_a_factory_is_called_once_and_its_graph_served(tmp_path: Path, factory: str) -> None:
+
+def factories(tmp_path: Path, name: str):
+    """The graphs served with ``factories.py:name`` as ``made``, its factory, and its CALLS."""
     write(tmp_path, "factories.py", FACTORIES)
     saver = InMemorySaver()
-    graphs = load_graphs(config(tmp_path, {"made": f"./factories.py:{factory}"}), model(), saver)
-    assert graphs["made"].checkpointer is saver
-    assert await run_twice(graphs["made"], saver) == 2
+    imported = import_graphs(config(tmp_path, {"made": f"./factories.py:{name}"}))
+    return (
+        bind_graphs(imported, model(), saver),
+        bind_factories(imported, saver)["made"],
+        calls_of(tmp_path),
+        saver,
+    )
+
+
+def calls_of(tmp_path: Path) -> list:
+    """CALLS of this test's ``factories.py`` (imported under a name of its own)."""
+    path = str((tmp_path / "factories.py").resolve())
+    return next(m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path).CALLS
+
+
+@pytest.mark.parametrize("name", KINDS)
+async def test_every_kind_of_factory_is_checked_at_start_up_and_called_for_each_run(
+    tmp_path: Path, name: str
+) -> None:
+    graphs, factory, calls, saver = factories(tmp_path, name)
+    # At start-up: called once (a context entered and exited), its graph the served one's shape.
+    assert len([c for c in calls if c[0] != "exit"]) == 1
+    assert graphs["made"].checkpointer is saver and "inc" in graphs["made"].nodes
+    calls.clear()
+    thread = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    runtime = server_runtime("threads.create_run", InMemoryStore(), AuthUser({"identity": "ann"}), {"k": 1})
+    for _ in range(2):  # a factory per run: called (and its context exited) each time
+        async with factory.open(thread, runtime) as graph:
+            assert graph.checkpointer is saver and graph.name == "made"
+            await graph.ainvoke({"n": 1}, thread)
+    assert (await graphs["made"].aget_state(thread)).values == {"n": 2}
+    kind = calls[0][0]
+    if kind in ("config", "async", "both"):
+        assert calls[0][1] is thread
+    if kind in ("runtime", "both"):
+        given = calls[0][-1]
+        assert given.access_context == "threads.create_run" and given.user.identity == "ann"
+        assert given.execution_runtime.context == {"k": 1}
+    if kind == "enter":
+        assert [c[0] for c in calls] == ["enter", "exit", "enter", "exit"]
+
+
+async def test_a_factory_gets_the_start_up_config_and_a_read_runtime(tmp_path: Path) -> None:
+    write(tmp_path, "factories.py", FACTORIES)
+    import_graphs(config(tmp_path, {"made": "./factories.py:make_with_both"}))
+    _, config_given, runtime = calls_of(tmp_path)[0]
+    assert config_given == {"configurable": {}}
+    assert runtime.access_context == "assistants.read" and runtime.execution_runtime is None
+    assert runtime.user is None and runtime.store is not None
+
+
+@pytest.mark.parametrize("stop", ["error", "cancel"])
+async def test_a_context_factory_is_exited_when_the_run_fails_or_is_cancelled(
+    tmp_path: Path, stop: str
+) -> None:
+    _, factory, calls, _ = factories(tmp_path, "make_cm")
+    calls.clear()
+    runtime = server_runtime("threads.create_run", InMemoryStore())
+    thread = {"configurable": {"thread_id": "t1"}}
+
+    async def run() -> None:
+        async with factory.open(thread, runtime):
+            if stop == "error":
+                raise RuntimeError("the graph failed")
+            await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(run())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises((RuntimeError, asyncio.CancelledError)):
+        await task
+    assert calls == [("enter", "t1"), ("exit", "t1")]
 
 
 def test_an_async_factory_also_loads_outside_an_event_loop(tmp_path: Path) -> None:
     write(tmp_path, "factories.py", FACTORIES)
-    assert "made" in load_graphs(
-        config(tmp_path, {"made": "./factories.py:make_async"}), model(), InMemorySaver()
-    )
+    for name in ("make_async", "make_cm"):
+        assert "made" in load_graphs(
+            config(tmp_path, {"made": f"./factories.py:{name}"}), model(), InMemorySaver()
+        )
 
 
 # --- chat kept or overridden ---------------------------------------------------------------
@@ -262,7 +387,7 @@ def test_something_that_is_not_a_graph_is_refused(tmp_path: Path) -> None:
     assert "is a NoneType" in refused(config(tmp_path, {"f": "./agent.py:make_none"}))
 
 
-def test_a_context_manager_factory_is_refused(tmp_path: Path) -> None:
+def test_a_context_factory_that_yields_no_graph_is_refused(tmp_path: Path) -> None:
     write(
         tmp_path,
         "agent.py",
@@ -270,11 +395,11 @@ def test_a_context_manager_factory_is_refused(tmp_path: Path) -> None:
         import contextlib
         @contextlib.asynccontextmanager
         async def make_cm():
-            yield builder.compile()
+            yield 42
         """,
     )
     message = refused(config(tmp_path, {"cm": "./agent.py:make_cm"}))
-    assert "'cm'" in message and "context-manager" in message
+    assert "'cm'" in message and "is a int, not a graph" in message
 
 
 def test_a_failing_factory_is_named_without_its_message(tmp_path: Path) -> None:
@@ -292,9 +417,12 @@ def test_a_failing_factory_is_named_without_its_message(tmp_path: Path) -> None:
     assert secret not in message and "bad key" not in message
 
 
-def test_a_factory_with_two_required_arguments_is_refused(tmp_path: Path) -> None:
-    write(tmp_path, "agent.py", "def make(a, b):\n    return graph\n")
-    assert "takes nothing or one RunnableConfig" in refused(config(tmp_path, {"two": "./agent.py:make"}))
+@pytest.mark.parametrize("signature", ["a, b", "a, b, c", "a: ServerRuntime, b: ServerRuntime"])
+def test_a_factory_taking_other_arguments_is_refused(tmp_path: Path, signature: str) -> None:
+    body = f"from langgraph_sdk.runtime import ServerRuntime\ndef make({signature}):\n    return graph\n"
+    write(tmp_path, "agent.py", body)
+    message = refused(config(tmp_path, {"two": "./agent.py:make"}))
+    assert "'two'" in message and "takes nothing, a RunnableConfig, a ServerRuntime" in message
 
 
 @pytest.mark.parametrize(
@@ -453,3 +581,24 @@ def test_http_cors_is_read_for_the_app(tmp_path: Path) -> None:
     assert (
         read_deployment(config(tmp_path, {"counter": "./agent.py:graph"}, http={"cors": cors})).cors == cors
     )
+
+
+async def test_a_plain_graph_is_opened_as_it_is_with_no_factory_call(tmp_path: Path) -> None:
+    from threadline.runs.assistants import Assistants
+
+    write(tmp_path, "agent.py")
+    write(tmp_path, "factories.py", FACTORIES)
+    saver = InMemorySaver()
+    imported = import_graphs(
+        config(tmp_path, {"plain": "./agent.py:graph", "made": "./factories.py:make_cm"})
+    )
+    assistants = Assistants(bind_graphs(imported, model(), saver), factories=bind_factories(imported, saver))
+    plain = await assistants.get("alice", "plain")
+    async with plain.opened("threads.create_run", {"configurable": {}}) as graph:
+        assert graph is plain.graph  # the bound start-up graph itself: nothing made, copied or entered
+    calls = calls_of(tmp_path)
+    calls.clear()
+    made = await assistants.get("alice", "made")
+    schemas = await assistants.schemas(made, AuthUser({"identity": "alice"}), InMemoryStore())
+    assert schemas["graph_id"] == "made" and "n" in schemas["state_schema"]["properties"]
+    assert [c[0] for c in calls] == ["enter", "exit"]

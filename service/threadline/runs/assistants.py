@@ -11,12 +11,18 @@ A created assistant belongs to its principal, as a thread does, and lives in the
 (``PATCH``) makes a new version; ``set latest`` makes an older one current again. A run takes
 its assistant's config and context when it is created (:meth:`Assistants.run_payload`), so a
 later change, or a takeover on another replica, runs it as it was asked for.
+
+A graph of ``langgraph.json`` may be a factory (ADR 0018): :meth:`Assistant.opened` is the one
+place a run, a schema or a drawing gets its graph, the factory's for that call (a plain graph's
+at no cost); what needs only the graph's shape reads :attr:`Assistant.graph`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from dataclasses import dataclass, field, replace
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from threadline import access
 from threadline.access import Filters
+from threadline.agent.registry import AccessContext, GraphFactory, server_runtime
 from threadline.quotas import ASSISTANT_BYTES, ASSISTANTS, QuotaExceeded
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
@@ -66,10 +73,40 @@ class Assistant:
     version: int = 1
     created_at: str = BUILTIN_TIME.isoformat()
     updated_at: str = BUILTIN_TIME.isoformat()
+    factory: GraphFactory | None = field(default=None, compare=False, repr=False)
+    """The graph's factory, when ``langgraph.json`` names one (``graph`` is then what it made
+    at start-up: the graph's shape)."""
 
     @property
     def builtin(self) -> bool:
         return self.assistant_id == assistant_id_of(self.graph_id)
+
+    def opened(
+        self,
+        access_context: AccessContext,
+        config: dict[str, Any],
+        *,
+        user: Any = None,
+        store: Any = None,
+        context: Any = None,
+    ) -> AbstractAsyncContextManager[CompiledStateGraph]:
+        """The graph to run or read (``async with``): a plain graph as is, with no work per
+        call; a factory's made for this call with ``config`` and a ``ServerRuntime`` of
+        ``access_context``, ``user``, ``store`` and (a run's) ``context``, its context exited
+        when the ``async with`` is."""
+        if self.factory is None:
+            return contextlib.nullcontext(self.graph)
+        runtime = server_runtime(access_context, store, user, context)
+        # A copy: what the factory changes in it stays out of the run's own config.
+        return self.factory.open({**config, "configurable": dict(config.get("configurable") or {})}, runtime)
+
+    def read_config(self, user: Any = None) -> dict[str, Any]:
+        """The config a schema or drawing calls a factory with: the assistant's, with the
+        caller's user (as langgraph-api merges the request's auth into it)."""
+        configurable = dict(self.config.get("configurable") or {})
+        if user is not None:
+            configurable.update(langgraph_auth_user=user, langgraph_auth_user_id=user.identity)
+        return {**self.config, "configurable": configurable}
 
     def applied(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """A run's kwargs with this assistant's config and context under the run's own (a
@@ -105,6 +142,7 @@ class Assistants:
     Args:
         graphs: graph id → graph compiled with threadline's checkpointer.
         records: where created assistants are kept (in this process if None).
+        factories: graph id → the factory of that graph, when ``langgraph.json`` names one.
         per_principal: ``QUOTA_ASSISTANTS_PER_PRINCIPAL`` (0: no limit).
         versions_kept: ``QUOTA_ASSISTANT_VERSIONS``, versions kept per assistant.
         max_bytes: ``QUOTA_ASSISTANT_BYTES``, JSON bytes of one assistant (0: no limit).
@@ -121,14 +159,18 @@ class Assistants:
         versions_kept: int = 10,
         max_bytes: int = 0,
         default_graph_id: str = "chat",
+        factories: dict[str, GraphFactory] | None = None,
     ) -> None:
         if not graphs:
             raise ValueError("at least one graph is needed")
         self._graphs = graphs
+        self._factories = factories or {}
         self._by_graph: dict[str, Assistant] = {}
         for n, (gid, g) in enumerate(graphs.items()):
-            made = _builtin_time(n)
-            self._by_graph[gid] = Assistant(assistant_id_of(gid), gid, g, created_at=made, updated_at=made)
+            made, factory = _builtin_time(n), self._factories.get(gid)
+            self._by_graph[gid] = Assistant(
+                assistant_id_of(gid), gid, g, created_at=made, updated_at=made, factory=factory
+            )
         self._by_uuid = {a.assistant_id: a for a in self._by_graph.values()}
         self.default_graph_id = default_graph_id if default_graph_id in graphs else next(iter(graphs))
         self.records = records if records is not None else LocalAssistantRecords()
@@ -415,46 +457,67 @@ class Assistants:
             return None
         fields.setdefault("updated_at", fields["created_at"])  # a version's record has no update time
         return Assistant(
-            graph=graph, **{k: fields[k] for k in Assistant.__dataclass_fields__ if k != "graph"}
+            graph=graph,
+            factory=self._factories.get(fields["graph_id"]),
+            **{k: fields[k] for k in Assistant.__dataclass_fields__ if k not in ("graph", "factory")},
         )
 
+    # -- the graph's drawing and schemas (a factory called as for "assistants.read") --
+
     @staticmethod
-    async def graph_json(assistant: Assistant, xray: bool | int) -> dict[str, Any]:
-        drawable = await assistant.graph.aget_graph(xray=xray)
-        graph = drawable.to_json()
-        for node in graph.get("nodes", []):
+    async def graph_json(
+        assistant: Assistant, xray: bool | int, user: Any = None, store: Any = None
+    ) -> dict[str, Any]:
+        async with assistant.opened(
+            "assistants.read", assistant.read_config(user), user=user, store=store
+        ) as graph:
+            drawable = await graph.aget_graph(xray=xray)
+        found = drawable.to_json()
+        for node in found.get("nodes", []):
             if isinstance(node.get("data"), dict):
                 node["data"].pop("id", None)
-        return graph
+        return found
 
     @staticmethod
-    def schemas(assistant: Assistant) -> dict[str, Any]:
-        graph = assistant.graph
+    async def schemas(assistant: Assistant, user: Any = None, store: Any = None) -> dict[str, Any]:
+        async with assistant.opened(
+            "assistants.read", assistant.read_config(user), user=user, store=store
+        ) as graph:
+            return graph_schemas(assistant.graph_id, graph)
 
-        def attempt(make):
-            try:
-                return make()
-            except Exception:  # a schema LangGraph cannot render is reported as absent
-                return None
+    @staticmethod
+    async def subgraphs(
+        assistant: Assistant, namespace: str | None, recurse: bool, user: Any = None, store: Any = None
+    ) -> dict[str, Any]:
+        async with assistant.opened(
+            "assistants.read", assistant.read_config(user), user=user, store=store
+        ) as graph:
+            return {
+                ns: graph_schemas(assistant.graph_id, sub)
+                for ns, sub in graph.get_subgraphs(namespace=namespace, recurse=recurse)
+            }
 
-        # pydantic cannot render some state types (typing.TypedDict on Python < 3.12): then the
-        # schema still lists the graph's keys, without their types.
-        return {
-            "graph_id": assistant.graph_id,
-            "input_schema": attempt(graph.get_input_jsonschema) or _keys_schema("Input", input_keys(graph)),
-            "output_schema": attempt(graph.get_output_jsonschema)
-            or _keys_schema("Output", graph.output_channels),
-            "state_schema": attempt(lambda: _state_schema(graph))
-            or _keys_schema("State", graph.stream_channels),
-            "config_schema": attempt(lambda: graph.get_config_jsonschema()),
-            "context_schema": attempt(graph.get_context_jsonschema),
-        }
 
-    def subgraphs(self, assistant: Assistant, namespace: str | None, recurse: bool) -> dict[str, Any]:
-        found = {}
-        for ns, sub in assistant.graph.get_subgraphs(namespace=namespace, recurse=recurse):
-            found[ns] = self.schemas(replace(assistant, graph=sub))
-        return found
+def graph_schemas(graph_id: str, graph: Any) -> dict[str, Any]:
+    """A graph's input, output, state, config and context JSON schemas."""
+
+    def attempt(make):
+        try:
+            return make()
+        except Exception:  # a schema LangGraph cannot render is reported as absent
+            return None
+
+    # pydantic cannot render some state types (typing.TypedDict on Python < 3.12): then the
+    # schema still lists the graph's keys, without their types.
+    return {
+        "graph_id": graph_id,
+        "input_schema": attempt(graph.get_input_jsonschema) or _keys_schema("Input", input_keys(graph)),
+        "output_schema": attempt(graph.get_output_jsonschema)
+        or _keys_schema("Output", graph.output_channels),
+        "state_schema": attempt(lambda: _state_schema(graph)) or _keys_schema("State", graph.stream_channels),
+        "config_schema": attempt(lambda: graph.get_config_jsonschema()),
+        "context_schema": attempt(graph.get_context_jsonschema),
+    }
 
 
 def _synced(

@@ -226,22 +226,47 @@ async def run_graph(
         store failures and CancelledError, as raised.
     """
     run = replace(run, kwargs=assistant.applied(run.kwargs))
-    kwargs, graph = run.kwargs, assistant.graph
-    if store is not None:
-        graph = graph.copy(update={"store": store})  # ~14 µs
+    kwargs = run.kwargs
     input_ = graph_input(kwargs)
     resumed = False
     if attempt > 1:
         # Taken over: if the run got as far as writing a checkpoint, it goes on from the
         # thread's last one (its own; runs of a thread are serial), LangGraph reusing the
         # writes of the steps that completed. Else it starts over from its input.
-        latest = await graph.checkpointer.aget_tuple(thread_config(run.thread_id))
+        latest = await assistant.graph.checkpointer.aget_tuple(thread_config(run.thread_id))
         resumed = latest is not None and (latest.metadata or {}).get("run_id") == run.run_id
         if resumed:
             input_ = None
     config = run_config(run, assistant, held.token, from_latest=resumed)
     if ceiling := quota.max_recursion_limit:  # MAX_RECURSION_LIMIT: lower is kept
         config["recursion_limit"] = min(int(config.get("recursion_limit") or ceiling), ceiling)
+    # A factory's graph is made for this run, with its config and user, and its context
+    # exited when the run stops, whichever way (ADR 0018). A plain graph: no work here.
+    opened = assistant.opened(
+        "threads.create_run",
+        config,
+        user=config["configurable"].get("langgraph_auth_user"),
+        store=store,
+        context=kwargs.get("context"),
+    )
+    async with opened as graph:
+        if store is not None:
+            graph = graph.copy(update={"store": store})  # ~14 µs
+        return await _stream_run(run, graph, input_, config, held, events, quota, timeout_seconds)
+
+
+async def _stream_run(
+    run: RunRecord,
+    graph: Any,
+    input_: Any,
+    config: dict[str, Any],
+    held: HeldLease,
+    events: EventLog,
+    quota: QuotaSettings,
+    timeout_seconds: float | None,
+) -> tuple[str, str, bytes]:
+    """The graph's stream of one attempt into ``events``, and how the run ended."""
+    kwargs = run.kwargs
     requested = list(kwargs.get("stream_mode") or ["values"])
     emit = Emitter(events, requested, quota.max_events_per_run)  # "metadata" went with "running"
     deadline = asyncio.timeout(timeout_seconds)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from threadline.api.deps import AssistantsDep, Authorize, Principal, ThreadsDep
+from threadline.api.deps import AssistantsDep, Authorize, CallerDep, Principal, StoreDep, ThreadsDep
 from threadline.api.langgraph.bodies import (
     AssistantCount,
     AssistantCreate,
@@ -171,31 +171,35 @@ async def latest(
 @router.get("/{assistant_id}/graph", responses=error_responses(404))
 async def graph(
     assistant_id: str,
-    principal: Principal,
+    caller: CallerDep,
     authorize: Authorize,
     assistants: AssistantsDep,
+    store: StoreDep,
     xray: Annotated[str, Query(pattern=r"^(true|false|True|False|[1-9][0-9]{0,2})$")] = "false",
 ) -> dict[str, Any]:
     depth: bool | int = xray.lower() == "true" if not xray.isdigit() else int(xray)
-    return await assistants.graph_json(await _read(authorize, assistants, principal, assistant_id), depth)
+    found = await _read(authorize, assistants, caller.identity, assistant_id)
+    return await assistants.graph_json(found, depth, caller.user, store)
 
 
 @router.get("/{assistant_id}/schemas", responses=error_responses(404))
 async def schemas(
-    assistant_id: str, principal: Principal, authorize: Authorize, assistants: AssistantsDep
+    assistant_id: str, caller: CallerDep, authorize: Authorize, assistants: AssistantsDep, store: StoreDep
 ) -> dict[str, Any]:
-    return assistants.schemas(await _read(authorize, assistants, principal, assistant_id))
+    found = await _read(authorize, assistants, caller.identity, assistant_id)
+    return await assistants.schemas(found, caller.user, store)
 
 
 @router.get("/{assistant_id}/subgraphs", responses=error_responses(404))
 @router.get("/{assistant_id}/subgraphs/{namespace}", responses=error_responses(404))
 async def subgraphs(
     assistant_id: str,
-    principal: Principal,
+    caller: CallerDep,
     authorize: Authorize,
     assistants: AssistantsDep,
+    store: StoreDep,
     namespace: str | None = None,
     recurse: bool = False,
 ) -> dict[str, Any]:
-    found = await _read(authorize, assistants, principal, assistant_id)
-    return assistants.subgraphs(found, namespace, recurse)
+    found = await _read(authorize, assistants, caller.identity, assistant_id)
+    return await assistants.subgraphs(found, namespace, recurse, caller.user, store)
