@@ -9,7 +9,7 @@ class NotFound(Exception):
 
     def __init__(self, what: str, message: str | None = None) -> None:
         super().__init__(what)
-        self.code, self.message = f"{what}_not_found", message or f"no such {what}"
+        self.code, self.message = f"{what}_not_found", message or f"{what.replace('_', ' ')} not found"
 
 
 class Invalid(Exception):
