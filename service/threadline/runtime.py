@@ -78,7 +78,9 @@ class Runtime:
         self.user_graphs = import_graphs(self.deployment)
         self.custom_auth = _custom_auth(settings, self.deployment)
         self.store_options = _store_options(self.deployment)
-        self.webhook_policy = webhook_policy(settings.webhook, self.deployment.webhooks if self.deployment else None)
+        self.webhook_policy = webhook_policy(
+            settings.webhook, self.deployment.webhooks if self.deployment else None
+        )
         announce(settings, self.user_graphs, has_identity=bool(key_hashes) or self.custom_auth is not None)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None

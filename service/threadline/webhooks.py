@@ -90,6 +90,13 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _TEMPLATE = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
 
+class Unresolved(Invalid):
+    """The webhook's host does not resolve (now: at delivery, worth another attempt)."""
+
+    def __init__(self) -> None:
+        super().__init__("webhook: the host does not resolve")
+
+
 def address_range(address: IPAddress) -> str | None:
     """The refused range ``address`` is in — ``cloud metadata``, ``unspecified``, ``loopback``,
     ``link-local``, ``multicast``, ``private`` or ``reserved`` (anything else not globally
@@ -227,10 +234,10 @@ class WebhookPolicy:
                     loop.getaddrinfo(host, url.port or 443, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_SECONDS
                 )
             except (OSError, TimeoutError, UnicodeError):
-                raise Invalid("webhook: the host does not resolve") from None
+                raise Unresolved from None
             found = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos))
             if not found:
-                raise Invalid("webhook: the host does not resolve")
+                raise Unresolved
         for address in found:
             if (reason := self.refusal(host, address)) is not None:
                 raise Invalid(f"webhook: {reason}")
@@ -266,13 +273,22 @@ def webhook_policy(settings: WebhookSettings, section: object = None) -> Webhook
         raise ConfigError(f"{where}.url must be an object")
     for key in sorted(
         set(url)
-        - {"allowed_domains", "allowed_ports", "require_https", "max_url_length", "disable_loopback", "disable_private_ips"}
+        - {
+            "allowed_domains",
+            "allowed_ports",
+            "require_https",
+            "max_url_length",
+            "disable_loopback",
+            "disable_private_ips",
+        }
     ):
         log.warning("langgraph.json key 'webhooks.url.%s' is not served by threadline and is ignored", key)
     domains = url.get("allowed_domains")
     ports = url.get("allowed_ports") or []
     fields = section.get("allowed_fields")
-    if domains is not None and (not isinstance(domains, list) or not all(isinstance(d, str) and d for d in domains)):
+    if domains is not None and (
+        not isinstance(domains, list) or not all(isinstance(d, str) and d for d in domains)
+    ):
         raise ConfigError(f"{where}.url.allowed_domains must be a list of non-empty strings")
     if not isinstance(ports, list) or not all(type(p) is int and 0 < p < 65536 for p in ports):
         raise ConfigError(f"{where}.url.allowed_ports must be a list of port numbers")
@@ -446,9 +462,10 @@ class Webhooks:
         try:
             parsed = self.policy.check_url(url)
             address = (await self.policy.resolve(parsed))[0]
-        except Invalid as refused:
-            # Resolving may fail for a while (DNS down): worth another try; a refused address is not.
-            raise _Failed("unresolved" if "resolve" in refused.message else "refused", "resolve" in refused.message)
+        except Unresolved:
+            raise _Failed("unresolved", True) from None  # DNS away for a while: try again
+        except Invalid:
+            raise _Failed("refused", False) from None
         fields = self.policy.fields
         sent = payload | {"webhook_sent_at": now_iso()}
         body = wire.dumps({k: v for k, v in sent.items() if fields is None or k in fields})
