@@ -10,6 +10,7 @@ and never echoes the value (values may hold passwords).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import socket
@@ -373,6 +374,16 @@ class WebhookSettings(_Group):
         from threadline.webhooks import HostList  # webhooks imports this module
 
         HostList.parse(value.split(","), "allowed_hosts")  # ValueError naming the field
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _valid_secret(cls, value: str | None) -> str | None:
+        if value and value.startswith("whsec_"):
+            try:
+                base64.b64decode(value[6:], validate=True)
+            except ValueError:
+                raise ValueError("secret: a whsec_ secret is base64 after its prefix") from None
         return value
 
 

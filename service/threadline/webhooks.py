@@ -53,6 +53,7 @@ from threadline.retry import delays
 from threadline.runs import wire
 from threadline.runs.errors import Invalid
 from threadline.runs.records import RunRecord, now_iso
+from threadline.runs.runs import run_dict
 
 log = logging.getLogger(__name__)
 
@@ -406,8 +407,6 @@ class Webhooks:
     async def _payload(
         self, run: RunRecord, status: str, result: bytes, started_at: str | None, ended_at: str
     ) -> dict[str, Any]:
-        from threadline.runs.runs import run_dict  # runs.runs imports the executor
-
         payload: dict[str, Any] = run_dict(run) | {
             "status": status,
             "updated_at": ended_at,
@@ -427,7 +426,14 @@ class Webhooks:
     async def _deliver(
         self, run: RunRecord, url: str, status: str, result: bytes, started_at: str | None, ended_at: str
     ) -> None:
-        payload = await self._payload(run, status, result, started_at, ended_at)
+        try:
+            await self._attempts(run, url, await self._payload(run, status, result, started_at, ended_at))
+        except Exception as exc:  # a bug: said once, by type (its text could hold the URL)
+            metrics.WEBHOOK_DELIVERIES.labels("failed").inc()
+            log.error("webhook not delivered", extra={"run_id": run.run_id, "error": type(exc).__name__})
+
+    async def _attempts(self, run: RunRecord, url: str, payload: dict[str, Any]) -> None:
+        """POST ``payload`` until an attempt succeeds, one fails for good, or none is left."""
         waits = delays(self.settings.retry_seconds, RETRY_CAP_SECONDS, jitter=0.2)
         for attempt in range(self.settings.retries + 1):
             try:
@@ -481,16 +487,19 @@ class Webhooks:
         if self.settings.secret:
             headers["webhook-signature"] = sign(self.settings.secret, run_id, timestamp, body)
         extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+        pinned = parsed.copy_with(host=str(address))
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                response = await self._client.post(
-                    parsed.copy_with(host=str(address)), content=body, headers=headers, extensions=extensions
-                )
+                # Streamed and closed unread: only the status matters, a receiver's body of
+                # any size costs nothing.
+                async with self._client.stream(
+                    "POST", pinned, content=body, headers=headers, extensions=extensions
+                ) as response:
+                    code = response.status_code
         except TimeoutError:
             raise _Failed("timeout", True) from None
         except httpx.HTTPError:
             raise _Failed("network", True) from None
-        code = response.status_code
         if 200 <= code < 300:
             return
         raise _Failed(f"{code // 100}xx", code >= 500 or code in RETRY_STATUSES)
