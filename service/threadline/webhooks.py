@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -193,16 +194,17 @@ class WebhookPolicy:
             raise Invalid(f"webhook: longer than {self.max_url_length} characters")
         try:
             parsed = httpx.URL(url)
-        except (httpx.InvalidURL, ValueError, TypeError):
+            host = parsed.host  # decoded here: a malformed IDNA label raises
+        except (httpx.InvalidURL, ValueError, TypeError):  # UnicodeError is a ValueError
             raise Invalid("webhook: not a URL") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
+        if parsed.scheme not in ("http", "https") or not host:
             raise Invalid("webhook: must be an absolute http(s) URL")
         if self.require_https and parsed.scheme != "https":
             raise Invalid("webhook: must use https (WEBHOOK_REQUIRE_HTTPS)")
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
         if self.ports and port not in self.ports:
             raise Invalid(f"webhook: port {port} not allowed (webhooks.url.allowed_ports)")
-        if self.domains is not None and not self.domains.has_name(parsed.host):
+        if self.domains is not None and not self.domains.has_name(host):
             raise Invalid("webhook: host not allowed (webhooks.url.allowed_domains)")
         return parsed
 
@@ -362,6 +364,7 @@ class Webhooks:
         settings: ``WEBHOOK_*``.
         policy: which URLs, which headers and fields.
         state_of: the thread's values for a run that ended (None when they cannot be read).
+        verify: whose TLS certificates are trusted (httpx's ``verify``: certifi's by default).
     """
 
     def __init__(
@@ -369,6 +372,7 @@ class Webhooks:
         settings: WebhookSettings,
         policy: WebhookPolicy,
         state_of: Callable[[RunRecord], Awaitable[Any]],
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.settings = settings
         self.policy = policy
@@ -377,6 +381,7 @@ class Webhooks:
         self._tasks: set[asyncio.Task] = set()
         self._client = httpx.AsyncClient(
             follow_redirects=False,
+            verify=verify,
             trust_env=False,  # no proxy from the environment: it would connect, not us
             limits=httpx.Limits(max_connections=settings.max_in_flight, max_keepalive_connections=10),
         )
@@ -460,14 +465,14 @@ class Webhooks:
             return
 
     async def _post(self, run_id: str, url: str, payload: dict[str, Any]) -> None:
-        """One attempt: check the URL and its addresses again, POST to the first address.
+        """One attempt: check the URL and its addresses again, POST to the first that connects.
 
         Raises:
             _Failed: why, and whether another attempt may do better.
         """
         try:
             parsed = self.policy.check_url(url)
-            address = (await self.policy.resolve(parsed))[0]
+            addresses = await self.policy.resolve(parsed)
         except Unresolved:
             raise _Failed("unresolved", True) from None  # DNS away for a while: try again
         except Invalid:
@@ -487,15 +492,23 @@ class Webhooks:
         if self.settings.secret:
             headers["webhook-signature"] = sign(self.settings.secret, run_id, timestamp, body)
         extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
-        pinned = parsed.copy_with(host=str(address))
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                # Streamed and closed unread: only the status matters, a receiver's body of
-                # any size costs nothing.
-                async with self._client.stream(
-                    "POST", pinned, content=body, headers=headers, extensions=extensions
-                ) as response:
-                    code = response.status_code
+                # The checked addresses in turn, until one accepts the connection (a name with
+                # an IPv6 address this host cannot reach, say), within the one timeout.
+                for i, address in enumerate(addresses):
+                    pinned = parsed.copy_with(host=str(address))
+                    try:
+                        # Streamed and closed unread: only the status matters, a receiver's
+                        # body of any size costs nothing.
+                        async with self._client.stream(
+                            "POST", pinned, content=body, headers=headers, extensions=extensions
+                        ) as response:
+                            code = response.status_code
+                        break
+                    except httpx.ConnectError:
+                        if i == len(addresses) - 1:
+                            raise
         except TimeoutError:
             raise _Failed("timeout", True) from None
         except httpx.HTTPError:

@@ -107,6 +107,8 @@ def test_the_secret_is_not_in_the_settings_repr() -> None:
     ("policy", "url", "reason"),
     [
         (WebhookPolicy(), "not a url", "absolute http(s)"),
+        (WebhookPolicy(), "http://xn--/", "not a URL"),  # a malformed IDNA label
+        (WebhookPolicy(), "http://[::1/", "not a URL"),
         (WebhookPolicy(), "/relative/hook", "absolute http(s)"),
         (WebhookPolicy(), "file:///etc/passwd", "absolute http(s)"),
         (WebhookPolicy(), "http://" + "a" * 2100 + ".example/", "longer than 2048"),
