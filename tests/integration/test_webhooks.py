@@ -4,8 +4,8 @@ through ``WEBHOOK_ALLOWED_HOSTS``, since loopback is refused by default): a succ
 failed run's end delivered, signed and shaped as langgraph-api's, from every run-creating
 route; each run's end delivered once across replicas, also for a run taken over after its
 replica was SIGKILLed; retries with back-off, bounded; a receiver that hangs blocks no run nor
-other deliveries; and, on a replica without the allow-list, SSRF refusals as 422s that store
-nothing."""
+other deliveries; a SQLite replica delivers too; and, on a replica without the allow-list,
+SSRF refusals as 422s that store nothing."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from client import API_KEY
+from client import API_KEY, API_KEYS
 from servers import free_port, redis_env, until
 
 pytestmark = pytest.mark.integration
@@ -195,6 +195,22 @@ async def test_a_failed_runs_end_carries_its_error(replicas, receiver) -> None:
     (hit,) = await until(lambda: receiver.of(run["run_id"]), "the failed run's webhook")
     assert hit.payload["status"] == "error"
     assert hit.payload["error"]["error"] == "TypeError"
+    assert verified(hit)
+
+
+async def test_a_sqlite_replica_delivers_too(start_replica, receiver, config, tmp_path) -> None:
+    env = {
+        **ENV,
+        "LANGGRAPH_CONFIG": str(config),
+        "CHECKPOINT_BACKEND": "sqlite",
+        "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
+        "API_KEYS": API_KEYS,
+    }
+    client = get_client(url=start_replica(env, "only").url, api_key=API_KEY)
+    out = await client.runs.wait(None, "steps", input={"steps": 2}, webhook=receiver.url("/ok"))
+    assert out["done"] == ["1", "2"]
+    (hit,) = await until(lambda: receiver.hits, "the webhook")
+    assert hit.payload["status"] == "success" and hit.payload["values"]["done"] == ["1", "2"]
     assert verified(hit)
 
 
