@@ -10,6 +10,7 @@ and never echoes the value (values may hold passwords).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import socket
@@ -63,7 +64,7 @@ class _Group(BaseSettings):
                 value = urls.redact(value)
             elif isinstance(value, str) and (name.endswith("_password") or name == "postgres_url"):
                 value = "***"  # a Postgres DSN may hold a password in several spellings
-            elif name == "api_keys" and value:
+            elif name in ("api_keys", "secret") and value:
                 value = "***"
             yield name, value
 
@@ -342,6 +343,50 @@ class GraphSettings(_Group):
         return None if value == "" else value  # a chart renders an unset value as ""
 
 
+class WebhookSettings(_Group):
+    """Run webhooks (``WEBHOOK_*``, ADR 0020; see :mod:`threadline.webhooks`)."""
+
+    model_config = SettingsConfigDict(env_prefix="WEBHOOK_", extra="ignore")
+
+    # Hosts (`hooks.internal`, `*.corp.example`) and networks (`10.0.0.0/8`, `127.0.0.1`) a
+    # webhook may reach although they are loopback, link-local, private or reserved (refused
+    # otherwise, against SSRF), comma-separated.
+    allowed_hosts: str = ""
+    # Refuse http:// webhooks.
+    require_https: bool = False
+    # Signs each POST (HMAC-SHA256, Standard Webhooks headers); unset sends them unsigned.
+    secret: str | None = None
+    # One attempt (connect, send, answer) ends within this; a receiver that hangs holds one of
+    # WEBHOOK_MAX_IN_FLIGHT slots at most this long per attempt.
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    # Attempts after the first, on a network error, a timeout, a 408, 429 or 5xx; waits double
+    # from retry_seconds (jittered, up to 60 s): 1+2+4 s by default.
+    retries: int = Field(default=3, ge=0, le=20)
+    retry_seconds: float = Field(default=1.0, gt=0)
+    # POSTs under way at once per replica, and deliveries held (waiting, in flight or between
+    # attempts, each with its payload: a thread's values) before new ones are dropped.
+    max_in_flight: int = Field(default=20, gt=0)
+    max_pending: int = Field(default=1000, gt=0)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _valid_hosts(cls, value: str) -> str:
+        from threadline.webhooks import HostList  # webhooks imports this module
+
+        HostList.parse(value.split(","), "allowed_hosts")  # ValueError naming the field
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _valid_secret(cls, value: str | None) -> str | None:
+        if value and value.startswith("whsec_"):
+            try:
+                base64.b64decode(value[6:], validate=True)
+            except ValueError:
+                raise ValueError("secret: a whsec_ secret is base64 after its prefix") from None
+        return value
+
+
 # Environment prefix of each group, for naming the variable in error messages.
 _PREFIXES: dict[type[BaseSettings], str] = {
     CheckpointSettings: "CHECKPOINT_",
@@ -351,6 +396,7 @@ _PREFIXES: dict[type[BaseSettings], str] = {
     ServerSettings: "",
     QuotaSettings: "QUOTA_",
     GraphSettings: "",
+    WebhookSettings: "WEBHOOK_",
 }
 _ALIASES = {
     (SessionSettings, "redis_url"): "REDIS_URL",
@@ -408,6 +454,7 @@ class Settings:
         server: ServerSettings,
         quota: QuotaSettings | None = None,
         graph: GraphSettings | None = None,
+        webhook: WebhookSettings | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.session = session
@@ -416,6 +463,7 @@ class Settings:
         self.server = server
         self.quota = quota or QuotaSettings()
         self.graph = graph or GraphSettings(config_path=None)
+        self.webhook = webhook or WebhookSettings()
 
     @classmethod
     def load(cls) -> Settings:
@@ -432,6 +480,7 @@ class Settings:
             server=load(ServerSettings),
             quota=load(QuotaSettings),
             graph=load(GraphSettings),
+            webhook=load(WebhookSettings),
         )
         settings.session.api_key_hashes()  # validate API_KEYS now, not on first request
         return settings

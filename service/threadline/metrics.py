@@ -98,3 +98,15 @@ RUN_TAKEOVERS = Counter(
     "threadline_run_takeovers_total",
     "LangGraph API runs this replica took over from an executor that stopped (ADR 0010).",
 )
+WEBHOOK_DELIVERIES = Counter(
+    "threadline_webhook_deliveries_total",
+    "Run webhooks by outcome: delivered, failed (attempts used up or refused), dropped "
+    "(WEBHOOK_MAX_PENDING reached).",
+    ["outcome"],
+)
+WEBHOOK_ATTEMPT_FAILURES = Counter(
+    "threadline_webhook_attempt_failures_total",
+    "Run webhook attempts that failed, by reason: timeout, network, unresolved, refused, 3xx, 4xx, 5xx.",
+    ["reason"],
+)
+WEBHOOKS_IN_FLIGHT = Gauge("threadline_webhooks_in_flight", "Run webhook POSTs under way now.")

@@ -26,12 +26,14 @@ from threadline.config import ConfigError, Settings
 from threadline.custom_auth import CustomAuth
 from threadline.retry import delays
 from threadline.runs.assistants import Assistants
+from threadline.runs.records import RunRecord
 from threadline.runs.runs import Runs
-from threadline.runs.threads import Threads
+from threadline.runs.threads import Threads, thread_config
 from threadline.store import StoreOptions, store_options
 from threadline.store.tenant import Tenancy
 from threadline.stores import Stores
 from threadline.turns import Conversations
+from threadline.webhooks import Webhooks, webhook_policy
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +79,16 @@ class Runtime:
         self.user_graphs = import_graphs(self.deployment)
         self.custom_auth = _custom_auth(settings, self.deployment)
         self.store_options = _store_options(self.deployment)
+        self.webhook_policy = webhook_policy(
+            settings.webhook, self.deployment.webhooks if self.deployment else None
+        )
         announce(settings, self.user_graphs, has_identity=bool(key_hashes) or self.custom_auth is not None)
         self.stores: Stores | None = None
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
         self.threads: Threads | None = None
         self.runs: Runs | None = None
+        self.webhooks: Webhooks | None = None
         self.tenancy: Tenancy | None = None
         # A misconfiguration found only once the stores open (threadline.app stops then).
         self.fatal: ConfigError | None = None
@@ -148,6 +154,10 @@ class Runtime:
             self.tenancy = Tenancy(
                 stores.store, stores.quotas, quota.store_item_bytes, scoped, server.max_store_scan
             )
+            # Closed after the runs (the stack unwinds in reverse): a run that ends as the
+            # replica stops still has its webhook sent.
+            webhooks = Webhooks(self.settings.webhook, self.webhook_policy, self._values_of)
+            stack.push_async_callback(webhooks.aclose)
             self.runs = Runs(
                 self.threads,
                 self.assistants,
@@ -159,6 +169,8 @@ class Runtime:
                 tenancy=self.tenancy,
             )
             stack.push_async_callback(self.runs.aclose)
+            self.runs.executor.on_finish = webhooks.finished
+            self.webhooks = webhooks
             self.runs.start_sweep()
             # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
             chat = (
@@ -170,6 +182,12 @@ class Runtime:
             self.stores = stores
             log.info("stores open", extra={"backend": self.settings.checkpoint.backend})
             return
+
+    async def _values_of(self, run: RunRecord) -> object:
+        """The values of the run's thread now (for its webhook)."""
+        assert self.assistants is not None
+        state = await self.assistants.graph_of(run).aget_state(thread_config(run.thread_id))
+        return state.values
 
     async def drain(self, seconds: float) -> None:
         """Wait until no turn or run is in flight, at most ``seconds``."""

@@ -441,6 +441,13 @@ threadline.env: the service container's environment beyond the ConfigMap: pod na
       name: {{ $secret }}
       key: CHECKPOINT_POSTGRES_URL
 {{- end }}
+{{- /* Optional: a Secret without it sends webhooks unsigned. */}}
+- name: WEBHOOK_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: WEBHOOK_SECRET
+      optional: true
 {{- with .Values.secret.modelApiKeyEnv }}
 # The model provider's API key (read by its client library, not by threadline's settings).
 - name: {{ . }}

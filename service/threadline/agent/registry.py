@@ -92,6 +92,7 @@ KNOWN_KEYS = frozenset(
         "http",
         "auth",  # custom auth: import_auth
         "store",  # long-term memory's index and TTL: threadline.store.store_options
+        "webhooks",  # run webhooks' URL policy, headers, fields: threadline.webhooks.webhook_policy
     }
 )
 # Under ``http``: the keys threadline reads (langgraph-api has more, e.g. ``app``, ``mount_prefix``).
@@ -129,6 +130,8 @@ class Deployment:
     """``auth`` as written (read by :func:`import_auth`)."""
     store: object = None
     """``store`` as written (read by :func:`threadline.store.store_options`)."""
+    webhooks: object = None
+    """``webhooks`` as written (read by :func:`threadline.webhooks.webhook_policy`)."""
 
 
 AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
@@ -243,7 +246,9 @@ def read_deployment(config_path: Path) -> Deployment:
     _apply_env(document.get("env"), base)
     http = document.get("http")
     cors = http.get("cors") if isinstance(http, dict) else None
-    return Deployment(config_path, specs, cors, document.get("auth"), document.get("store"))
+    return Deployment(
+        config_path, specs, cors, document.get("auth"), document.get("store"), document.get("webhooks")
+    )
 
 
 def _warn_unserved(document: dict[str, Any]) -> None:

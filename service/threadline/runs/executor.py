@@ -21,7 +21,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from threadline import metrics
@@ -35,7 +35,7 @@ from threadline.runs.errors import NotFound
 from threadline.runs.events import EventLog
 from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
-from threadline.runs.records import ACTIVE_RUN_STATUSES, CancelRequested, RecordStore, RunRecord
+from threadline.runs.records import ACTIVE_RUN_STATUSES, CancelRequested, RecordStore, RunRecord, now_iso
 from threadline.runs.threads import Threads
 from threadline.store.tenant import Tenancy
 
@@ -68,6 +68,7 @@ class _Turn:
     events: EventLog
     token: str | None = None
     held: HeldLease | None = None
+    started_at: str | None = None  # when this attempt started running the graph (ISO)
 
 
 class Executor:
@@ -117,6 +118,10 @@ class Executor:
         self.followed_threads: collections.Counter[str] = collections.Counter()
         self.idle = asyncio.Event()
         self.idle.set()
+        # Called with (run, status, result, started_at) once this replica recorded a run's end
+        # (the one recorded end, whichever replica or attempt: RecordStore.finish_run); must
+        # neither raise nor wait (the run's webhook: threadline.webhooks).
+        self.on_finish: Callable[[RunRecord, str, bytes, str | None], None] | None = None
 
     async def submit(
         self, run: RunRecord, assistant: Assistant, reject_if_busy: bool, streamed: bool
@@ -416,6 +421,8 @@ class Executor:
         if not finished:
             return False
         metrics.RUNS.labels(status).inc()
+        if self.on_finish is not None:
+            self.on_finish(run, status, result, turn.started_at if turn is not None else None)
         # Recorded: a joiner in this process has the result without asking the store.
         if (local := self._results.get(run.run_id)) is not None and not local.done():
             local.set_result(result)
@@ -474,7 +481,7 @@ class Executor:
             try:
                 # Handed off at the end: FINISH_RUN releases it (one round trip less).
                 async with self.lease.hold(run.thread_id, acquired=token, hand_off=True) as held:
-                    turn.held = held
+                    turn.held, turn.started_at = held, now_iso()
                     if token is None:
                         # "running" and the run's first event in one step; a run deleted with
                         # its thread meanwhile is not run (its checkpoints would come back).

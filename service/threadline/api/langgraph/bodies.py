@@ -2,8 +2,8 @@
 
 Fields the SDK may send and threadline does not act on are accepted and ignored only where
 ignoring them changes nothing for the client (tracing, feedback keys); a field that would change
-what happens (``webhook``, ``after_seconds``, ``supersteps``) is refused with 422 rather than
-silently dropped.
+what happens (``after_seconds``, ``supersteps``) is refused with 422 rather than silently
+dropped.
 """
 
 from __future__ import annotations
@@ -200,7 +200,11 @@ class RunCreate(_Body):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    webhook: None = Field(default=None, description="not supported")
+    webhook: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="a URL the run's end is POSTed to (threadline.webhooks: WEBHOOK_* settings decide which)",
+    )
     after_seconds: None = Field(default=None, description="not supported")
 
     @field_validator("stream_mode")
@@ -229,7 +233,7 @@ class RunCreate(_Body):
 
     def payload(self) -> dict[str, Any]:
         """The fields the runs layer reads (plain JSON values)."""
-        return self.model_dump(exclude={"webhook", "after_seconds"}, exclude_none=True)
+        return self.model_dump(exclude={"after_seconds"}, exclude_none=True)
 
 
 class RunsCancel(_Body):

@@ -149,15 +149,20 @@ async def _wait_response(
 
 async def _create(
     runs: Runs,
+    runtime: Runtime,
     caller: Caller,
     authorize: Authorize,
     thread_id: str | None,
     body: RunCreate,
     streamed: bool = False,
 ) -> RunRecord:
-    """A run, once the custom auth ``threads.create_run`` handler let it (and maybe stamped its
-    metadata); the run keeps its caller's user for the graph (``langgraph_auth_user``).
-    ``streamed``: the caller streams its events from the start."""
+    """A run, once its webhook's URL passed the checks (a 422 naming why not) and the custom auth
+    ``threads.create_run`` handler let it (and maybe stamped its metadata); the run keeps its
+    caller's user for the graph (``langgraph_auth_user``). ``streamed``: the caller streams its
+    events from the start."""
+    if body.webhook is not None:
+        assert runtime.webhooks is not None  # the runs are there: so are their webhooks
+        await runtime.webhooks.check(body.webhook)
     payload = body.payload()
     value = {
         "thread_id": thread_id,
@@ -183,7 +188,7 @@ async def _stream_reply(
     """A new run's events as SSE, its stream slot taken before the run is created."""
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, thread_id, body, streamed=True)
+        run = await _create(runs, runtime, caller, authorize, thread_id, body, streamed=True)
         cancel = body.on_disconnect == "cancel"
         events = _stream_events(runs, principal, run, after=None, modes=None, cancel_on_disconnect=cancel)
         return slot.sse(events, _where(run, "stream"))
@@ -195,7 +200,7 @@ async def _wait_reply(
     """A new run's result, its stream slot taken before the run is created."""
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
-        run = await _create(runs, caller, authorize, thread_id, body)
+        run = await _create(runs, runtime, caller, authorize, thread_id, body)
         return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
 
 
@@ -207,10 +212,11 @@ async def create(
     thread_id: ThreadId,
     body: RunCreate,
     runs: RunsDep,
+    runtime: RuntimeDep,
     caller: CallerDep,
     authorize: Authorize,
 ) -> Response:
-    run = await _create(runs, caller, authorize, thread_id, body)
+    run = await _create(runs, runtime, caller, authorize, thread_id, body)
     return _json(run_dict(run), _where(run))
 
 
@@ -400,9 +406,9 @@ async def cancel(
 
 @router.post("/runs", responses=error_responses(404, 409, 429))
 async def create_stateless(
-    body: RunCreate, runs: RunsDep, caller: CallerDep, authorize: Authorize
+    body: RunCreate, runs: RunsDep, runtime: RuntimeDep, caller: CallerDep, authorize: Authorize
 ) -> Response:
-    run = await _create(runs, caller, authorize, None, body)
+    run = await _create(runs, runtime, caller, authorize, None, body)
     return _json(run_dict(run), _where(run))
 
 
