@@ -50,6 +50,7 @@ from threadline.custom_auth import Caller
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
+from threadline.runs import wire
 from threadline.runs.threads import Threads
 
 router = APIRouter(tags=["a2a"])
@@ -725,11 +726,8 @@ class _Context:
         status: dict[str, Any] = {"state": state, "timestamp": run.updated_at}
         task = {"kind": "task", "id": task_id, "contextId": run.thread_id, "status": status}
         if history_length != 0:
-            messages = (
-                (thread.get("values") or {}).get("messages")
-                if isinstance(thread.get("values"), dict)
-                else None
-            )
+            values = wire.loads(wire.dumps(thread.get("values")))  # messages as the API shows them
+            messages = values.get("messages") if isinstance(values, dict) else None
             task["history"] = _history(messages, task_id, run.thread_id, history_length)
         if state == "TASK_STATE_COMPLETED":
             status["message"] = _message("ROLE_AGENT", "Task completed successfully", task_id)
