@@ -123,7 +123,9 @@ async def test_an_interrupt_is_answered_through_its_task_and_a_task_cancelled(re
         rpc = {"jsonrpc": "2.0", "id": 1, "method": "tasks/cancel", "params": {"id": task.id}}
         assert (await http.post(f"{a.url}/a2a/{refunds}", json=rpc)).json()["error"]["code"] == -32002
         again = {"jsonrpc": "2.0", "id": 2, "method": "message/send"}
-        again["params"] = {"message": {**_message(resume, task_id=task.id).model_dump(mode="json"), "role": "user"}}
+        again["params"] = {
+            "message": {**_message(resume, task_id=task.id).model_dump(mode="json"), "role": "user"}
+        }
         assert (await http.post(f"{a.url}/a2a/{refunds}", json=again)).json()["error"]["code"] == -32004
 
         # A slow reply (the built-in model's 200 ms a token), cancelled from the other replica.

@@ -6,6 +6,8 @@ JSON-RPC error, never a 5xx."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import httpx2
 import pytest
@@ -13,11 +15,14 @@ from langgraph_sdk import get_client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from threadline.runs.assistants import assistant_id_of
+
 from client import API_KEY, API_KEYS, OTHER_KEY, expected_reply
 from servers import redis_env
 
 pytestmark = pytest.mark.integration
 
+PROBE_CONFIG = Path(__file__).parent / "auth_probe" / "langgraph.json"
 JSON_AND_SSE = {"Accept": "application/json, text/event-stream"}
 
 
@@ -114,7 +119,10 @@ async def test_refusals_are_4xx_or_json_rpc_errors(replicas) -> None:
         assert (await rpc("tools/call", {"arguments": {}}))["error"]["code"] == -32602
         # A run that fails is the tool's error (its error's name, as langgraph-api answers).
         failed = await rpc("tools/call", {"name": "chat", "arguments": {"messages": 5}})
-        assert failed["result"] == {"isError": True, "content": [{"type": "text", "text": "NotImplementedError"}]}
+        assert failed["result"] == {
+            "isError": True,
+            "content": [{"type": "text", "text": "NotImplementedError"}],
+        }
         # A run refused before it starts (context not an object) is a JSON-RPC error.
         wrong = await rpc("tools/call", {"name": "chat", "arguments": {}, "context": "x"})
         assert wrong["error"]["code"] == -32602
@@ -125,3 +133,41 @@ async def test_refusals_are_4xx_or_json_rpc_errors(replicas) -> None:
         assert old["result"]["protocolVersion"] == "2024-11-05"
         unknown = await rpc("initialize", {"protocolVersion": "1999-01-01"})
         assert unknown["result"]["protocolVersion"] == "2025-11-25"
+
+
+async def test_custom_auth_handlers_filter_tools_and_agents(fresh_redis, start_replica, tmp_path) -> None:
+    """The probe module's ``assistants`` handler hides the built-ins from a ``filtered`` caller
+    and shows the assistants it stamped (tests/integration/auth_probe), on ``/mcp`` and on
+    ``/a2a`` alike."""
+    env = redis_env(
+        fresh_redis, API_KEYS="", LANGGRAPH_CONFIG=str(PROBE_CONFIG), PROBE_CALLS_DIR=str(tmp_path)
+    )
+    replica = start_replica(env, "probe")
+    plain = {"Authorization": "Bearer user-mia", **JSON_AND_SSE}
+    filtered = {**plain, "X-Probe-Filtered": "1"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with httpx.AsyncClient(base_url=replica.url, timeout=30) as http:
+
+        async def names(headers: dict) -> set[str]:
+            answer = (await http.post("/mcp", json=listing, headers=headers)).json()
+            return {t["name"] for t in answer["result"]["tools"]}
+
+        assert "greeter" in await names(plain)
+        assert await names(filtered) == set()
+        made = await http.post("/assistants", json={"graph_id": "greeter", "name": "Mine"}, headers=plain)
+        assert made.status_code == 200, made.text
+        assert await names(filtered) == {"Mine"}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "greeter"}}
+        answer = (await http.post("/mcp", json=call, headers=filtered)).json()
+        assert answer["error"]["message"] == "Unknown tool: greeter"
+        nobody = {"Authorization": "Bearer nobody"}
+        assert (await http.post("/mcp", json=listing, headers=nobody)).status_code == 401
+
+        greeter = f"/a2a/{assistant_id_of('greeter')}"
+        message = {"role": "user", "parts": [{"kind": "data", "data": {}}], "messageId": "m"}
+        send = {"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": message}}
+        answer = (await http.post(greeter, json=send, headers=filtered)).json()
+        assert answer["error"] == {"code": -32602, "message": f"Assistant '{greeter[5:]}' not found"}
+        card = await http.get(f"{greeter}/.well-known/agent-card.json", headers=plain)
+        assert card.status_code == 200 and card.json()["name"] == "greeter"
+        assert (await http.get(f"{greeter}/.well-known/agent-card.json", headers=filtered)).status_code == 400

@@ -47,10 +47,10 @@ from threadline.api.langgraph.runs import _create
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
 from threadline.custom_auth import Caller
+from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
-from threadline.runs import wire
 from threadline.runs.threads import Threads
 
 router = APIRouter(tags=["a2a"])

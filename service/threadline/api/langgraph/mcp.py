@@ -165,12 +165,16 @@ async def post(
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-@router.get("/mcp", status_code=405, responses={405: {"description": "No server stream (the server is stateless)"}})
+@router.get(
+    "/mcp", status_code=405, responses={405: {"description": "No server stream (the server is stateless)"}}
+)
 async def get(caller: CallerDep) -> Response:
     raise ApiError(405, "method_not_allowed", "this MCP server is stateless: no server-sent stream")
 
 
-@router.delete("/mcp", status_code=404, responses={404: {"description": "No such session (the server keeps none)"}})
+@router.delete(
+    "/mcp", status_code=404, responses={404: {"description": "No such session (the server keeps none)"}}
+)
 async def delete(caller: CallerDep) -> Response:
     raise ApiError(404, "not_found", "no such session: this MCP server keeps none")
 
