@@ -425,7 +425,8 @@ class _Context:
     async def _assistant(self) -> Assistant:
         try:
             return await _read(self.authorize, self.assistants, self.principal, self.assistant_id)
-        except jsonrpc.REFUSALS:
+        except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             raise _Refused(
                 jsonrpc.INVALID_PARAMS, f"Assistant '{self.assistant_id[:64]}' not found"
             ) from None
@@ -505,6 +506,7 @@ class _Context:
                 stream_mode=["messages", "values"],
             )
         except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
         return body, context_id, task_id, message
 
@@ -541,6 +543,7 @@ class _Context:
                 self.runs, self.caller, self.authorize, context_id or str(uuid.uuid4()), body, streamed
             )
         except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
 
     async def send(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -684,7 +687,8 @@ class _Context:
             run = await self.runs.get(self.principal, thread_id, anchor)
             thread = await self.threads.get(self.principal, thread_id)
             recent = await self.runs.list(self.principal, thread_id, limit=TASK_RUN_SCAN)
-        except jsonrpc.REFUSALS:
+        except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             return None
         if run.assistant_id != self.assistant_id:
             return None
@@ -751,6 +755,7 @@ class _Context:
             )
             await self.runs.cancel(self.principal, run.thread_id, run.run_id, "interrupt")
         except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
         with StreamSlot(self.runtime, self.principal).released_on_error() as slot:
             try:

@@ -23,6 +23,13 @@ INTERNAL_ERROR = -32603
 REFUSALS = (NotFound, Conflict, Invalid, QuotaExceeded, ApiError, ValidationError)
 
 
+def reraise_unavailable(exc: Exception) -> None:
+    """Re-raise one of :data:`REFUSALS` that is no refusal: an ``ApiError`` of 5xx (a custom auth
+    handler that timed out) stays an HTTP 503 with ``Retry-After``, which clients retry."""
+    if isinstance(exc, ApiError) and exc.status >= 500:
+        raise exc
+
+
 def error(code: int, message: str, data: Any = None) -> dict[str, Any]:
     """``{"error": {...}}``, merged into a response beside ``jsonrpc`` and ``id``."""
     body: dict[str, Any] = {"code": code, "message": message}

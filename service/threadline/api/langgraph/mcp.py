@@ -229,7 +229,8 @@ async def _tool(
     left out of the list, as langgraph-api does)."""
     try:
         readable = await _read(authorize, assistants, principal, assistant.assistant_id)
-    except jsonrpc.REFUSALS:
+    except jsonrpc.REFUSALS as exc:
+        jsonrpc.reraise_unavailable(exc)
         return None
     schema = assistants.schemas(readable).get("input_schema")
     if schema is None:
@@ -283,6 +284,7 @@ async def _tools_call(
             )
             run = await _create(runs, caller, authorize, None, body)
         except jsonrpc.REFUSALS as exc:
+            jsonrpc.reraise_unavailable(exc)
             slot.release()
             return jsonrpc.refusal(exc)
         try:
