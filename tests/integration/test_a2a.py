@@ -134,13 +134,17 @@ async def test_an_interrupt_is_answered_through_its_task_and_a_task_cancelled(re
         send["params"] = {"message": {"role": "user", "parts": [{"kind": "text", "text": "a b c d e f g h"}],
                                       "messageId": "m1"}}  # fmt: skip
         async with http.stream("POST", chat, json=send, headers={"Accept": "text/event-stream"}) as stream:
-            async for line in stream.aiter_lines():
+            lines = stream.aiter_lines()
+            async for line in lines:
                 if line.startswith("data:"):
                     submitted = httpx.Response(200, content=line[5:]).json()["result"]
                     break
             cancel = {"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"id": submitted["id"]}}
             cancelled = (await http.post(f"{b.url}/a2a/{CHAT}", json=cancel)).json()
+            rest = [line async for line in lines if line.startswith("data:")]
         assert cancelled["result"]["status"]["state"] == "canceled"
+        last = httpx.Response(200, content=rest[-1][5:]).json()["result"]
+        assert last["final"] and last["status"]["state"] == "canceled"
         _, chat_client = await _client(http, a.url, CHAT, streaming=False)
         got = await chat_client.get_task(TaskQueryParams(id=submitted["id"]))
         assert got.status.state == TaskState.canceled

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Request, Response
-from fastapi.responses import JSONResponse
 from sse_starlette import ServerSentEvent
 
 from threadline import __version__
@@ -46,6 +45,7 @@ from threadline.api.langgraph.bodies import RunCreate
 from threadline.api.langgraph.runs import _create
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
+from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
@@ -135,9 +135,17 @@ _RESPONSES = {
 class _Refused(Exception):
     """A JSON-RPC error answer, raised from deep in a handler."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
-        self.outcome = jsonrpc.error(code, message)
+        self.outcome = jsonrpc.error(code, message, data)
+
+    @classmethod
+    def of(cls, exc: Exception) -> _Refused:
+        """The layers' refusal ``exc`` (one of ``jsonrpc.REFUSALS``) as an answer; a 5xx
+        ``ApiError`` is re-raised instead."""
+        jsonrpc.reraise_unavailable(exc)
+        error = jsonrpc.refusal(exc)["error"]
+        return cls(error["code"], error["message"], error.get("data"))
 
 
 def _now() -> str:
@@ -173,6 +181,10 @@ def _accepts(accept: str, media_type: str) -> bool:
     return False
 
 
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status, media_type="application/json")
+
+
 def _rpc(id_: Any, outcome: dict[str, Any], spec_03: bool = False) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": id_, **outcome}
     return _spec_03(body) if spec_03 else body
@@ -197,28 +209,28 @@ async def post(
     try:
         message = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
-        return JSONResponse(_rpc(None, jsonrpc.error(jsonrpc.PARSE_ERROR, "Invalid JSON payload")))
+        return _json(_rpc(None, jsonrpc.error(jsonrpc.PARSE_ERROR, "Invalid JSON payload")))
     if not isinstance(message, dict):
-        return JSONResponse(
+        return _json(
             _rpc(None, jsonrpc.error(jsonrpc.INVALID_REQUEST, "Invalid message format: expected object"))
         )
     id_, method = message.get("id"), message.get("method")
     if id_ is not None and (not isinstance(id_, (str, int, float)) or isinstance(id_, bool)):
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "'id' must be a string, number, or null")
-        return JSONResponse(_rpc(None, error))
+        return _json(_rpc(None, error))
     if message.get("jsonrpc") != "2.0":
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "missing or invalid jsonrpc version")
-        return JSONResponse(_rpc(id_, error))
+        return _json(_rpc(id_, error))
     spec_03 = isinstance(method, str) and method in _ALIASES
     method = _ALIASES.get(method, method) if isinstance(method, str) else method
     if method is not None and method not in _METHODS:
         name = method[:100] if isinstance(method, str) else "method must be a string"
-        return JSONResponse(_rpc(id_, jsonrpc.error(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {name}")))
+        return _json(_rpc(id_, jsonrpc.error(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {name}")))
     if id_ is None or method is None:
         if id_ is not None and ("result" in message or "error" in message):
             return Response(status_code=202)  # a response sent to us: nothing to answer
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "not a JSON-RPC request (an id and a method)")
-        return JSONResponse(_rpc(id_, error))
+        return _json(_rpc(id_, error))
     params = message.get("params")
     params = {} if params is None else params
     streaming = method == "SendStreamingMessage"
@@ -245,7 +257,7 @@ async def post(
         outcome = await handler(params)
     except _Refused as refused:
         outcome = refused.outcome
-    return JSONResponse(_rpc(id_, outcome, spec_03))
+    return _json(_rpc(id_, outcome, spec_03))
 
 
 @router.get("/a2a/{assistant_id}", include_in_schema=False)
@@ -254,7 +266,7 @@ async def post(
 @router.get("/a2a/{assistant_id}/.well-known/agent.json", include_in_schema=False)
 async def agent_card(
     assistant_id: str, request: Request, caller: CallerDep, authorize: Authorize, assistants: AssistantsDep
-) -> JSONResponse:
+) -> Response:
     """The assistant's agent card (a GET of the agent's URL answers it too, as A2A says)."""
     return await _card_response(assistant_id, request, caller, authorize, assistants)
 
@@ -266,7 +278,7 @@ async def root_agent_card(
     authorize: Authorize,
     assistants: AssistantsDep,
     assistant_id: str | None = None,
-) -> JSONResponse:
+) -> Response:
     """The agent card of ``?assistant_id=``."""
     if not assistant_id:
         return _card_error("Missing required query parameter: assistant_id")
@@ -278,16 +290,16 @@ async def delete(assistant_id: str, caller: CallerDep) -> Response:
     raise ApiError(405, "method_not_allowed", "A2A has no sessions to end")
 
 
-def _card_error(message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": jsonrpc.INVALID_PARAMS, "message": message}}, 400)
+def _card_error(message: str) -> Response:
+    return _json({"error": {"code": jsonrpc.INVALID_PARAMS, "message": message}}, 400)
 
 
 async def _card_response(
     assistant_id: str, request: Request, caller: Caller, authorize: Authorize, assistants: Assistants
-) -> JSONResponse:
+) -> Response:
     ctx = _Context(assistant_id, caller, authorize, assistants, None, None, None, request)
     try:
-        return JSONResponse(await ctx.card())
+        return _json(await ctx.card())
     except _Refused as refused:
         return _card_error(refused.outcome["error"]["message"])
 
@@ -506,8 +518,7 @@ class _Context:
                 stream_mode=["messages", "values"],
             )
         except jsonrpc.REFUSALS as exc:
-            jsonrpc.reraise_unavailable(exc)
-            raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
+            raise _Refused.of(exc) from None
         return body, context_id, task_id, message
 
     @staticmethod
@@ -543,8 +554,7 @@ class _Context:
                 self.runs, self.caller, self.authorize, context_id or str(uuid.uuid4()), body, streamed
             )
         except jsonrpc.REFUSALS as exc:
-            jsonrpc.reraise_unavailable(exc)
-            raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
+            raise _Refused.of(exc) from None
 
     async def send(self, params: dict[str, Any]) -> dict[str, Any]:
         """``message/send``: run the message and answer the finished task."""
@@ -592,7 +602,7 @@ class _Context:
                 events = self._progress(run, task_id or f"{run.thread_id}:{run.run_id}", message)
 
             async def sse() -> AsyncIterator[ServerSentEvent]:
-                async for outcome in events:
+                async for outcome in _store_errors_answered(events):
                     data = orjson.dumps(_rpc(rpc_id, outcome, spec_03)).decode()
                     # U+2028/2029 and U+0085 end a line for some SSE readers.
                     data = (
@@ -641,8 +651,13 @@ class _Context:
                     }
                     yield {"result": {**update, "kind": "status-update", "status": status, "final": False}}
         final: dict[str, Any] = {"timestamp": _now()}
-        if error is not None:
-            text = error.get("message") or error.get("error") if isinstance(error, dict) else str(error)
+        ended = await self.runs.get(self.principal, context_id, run.run_id)
+        if shown_status(ended) == "interrupted":  # cancelled (tasks/cancel, a newer run's strategy)
+            final.update(
+                state="TASK_STATE_CANCELED", message=_message("ROLE_AGENT", "Task was canceled", task_id)
+            )
+        elif error is not None:
+            text = (error.get("message") or error.get("error")) if isinstance(error, dict) else error
             final.update(
                 state="TASK_STATE_FAILED",
                 message=_message("ROLE_AGENT", str(text or ""), task_id, context_id),
@@ -755,8 +770,7 @@ class _Context:
             )
             await self.runs.cancel(self.principal, run.thread_id, run.run_id, "interrupt")
         except jsonrpc.REFUSALS as exc:
-            jsonrpc.reraise_unavailable(exc)
-            raise _Refused(**_code_and_message(jsonrpc.refusal(exc))) from None
+            raise _Refused.of(exc) from None
         with StreamSlot(self.runtime, self.principal).released_on_error() as slot:
             try:
                 await self.runs.join(self.principal, run.thread_id, run.run_id, check=False)
@@ -828,8 +842,15 @@ class _Context:
         }
 
 
-def _code_and_message(outcome: dict[str, Any]) -> dict[str, Any]:
-    return {"code": outcome["error"]["code"], "message": outcome["error"]["message"]}
+async def _store_errors_answered(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """``events``, ended by a JSON-RPC error when a store becomes unreachable midway."""
+    try:
+        async for outcome in events:
+            yield outcome
+    except Exception as exc:
+        if not is_store_down(exc):
+            raise
+        yield jsonrpc.error(jsonrpc.INTERNAL_ERROR, "a store is unreachable; ask tasks/get later")
 
 
 async def _one(outcome: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
