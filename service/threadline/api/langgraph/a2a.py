@@ -628,14 +628,9 @@ class _Context:
         yield {"result": {"task": submitted}}
         result: Any = None
         error: Any = None
-        working = False
         async for event in self.runs.events(self.principal, context_id, run.run_id, check=False):
             data = orjson.loads(event.data)
-            if event.event == "metadata" and not working:
-                working = True
-                status = {"state": "TASK_STATE_WORKING"}
-                yield {"result": {**update, "kind": "status-update", "status": status, "final": False}}
-            elif event.event == "error":
+            if event.event == "error":
                 error = data
             elif event.event == "values":
                 error, result = None, data
