@@ -146,8 +146,8 @@ async def post(
                 400, "invalid_request", "Invalid message format: not a request, response or notification"
             )
         return Response(status_code=202)  # a notification, or a response to us: nothing to say
-    if not isinstance(id_, (str, int)) or isinstance(id_, bool):
-        raise ApiError(400, "invalid_request", "Invalid JSON-RPC message: id must be a string or an integer")
+    if not isinstance(id_, (str, int, float)) or isinstance(id_, bool):
+        raise ApiError(400, "invalid_request", "Invalid JSON-RPC message: id must be a string or a number")
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     principal = caller.identity
