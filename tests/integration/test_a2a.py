@@ -192,6 +192,10 @@ async def test_refusals_are_json_rpc_errors_never_5xx(replicas) -> None:
         v1 = await http.post(url, json={**send, "method": "SendMessage"})
         task = v1.json()["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED" and task["history"][0]["role"] == "ROLE_USER"
+        extended = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 9, "method": "agent/getAuthenticatedExtendedCard"}
+        )
+        assert extended.json()["result"]["name"] == "chat"
         card = (await http.get(f"{a.url}/.well-known/agent-card.json", params={"assistant_id": CHAT})).json()
         assert card["name"] == "chat"
         assert (await http.get(f"{a.url}/.well-known/agent-card.json")).status_code == 400
