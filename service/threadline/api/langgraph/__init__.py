@@ -2,7 +2,7 @@
 router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starlette) in
 :mod:`.runs`, their stream slots in :mod:`threadline.api.streams`."""
 
-from threadline.api.langgraph import assistants, meta, protocol, runs, store, threads
+from threadline.api.langgraph import a2a, assistants, mcp, meta, protocol, runs, store, threads
 
 ROUTERS = (
     meta.router,
@@ -11,6 +11,8 @@ ROUTERS = (
     runs.router,
     protocol.router,
     store.router,
+    mcp.router,
+    a2a.router,
     meta.unserved,
 )
 
