@@ -2,16 +2,16 @@
 router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starlette) in
 :mod:`.runs`, their stream slots in :mod:`threadline.api.streams`."""
 
-from threadline.api.langgraph import assistants, meta, protocol, runs, store, threads
+from threadline.api.langgraph import assistants, crons, meta, protocol, runs, store, threads
 
 ROUTERS = (
     meta.router,
     assistants.router,
     threads.router,
+    crons.router,
     runs.router,
     protocol.router,
     store.router,
-    meta.unserved,
 )
 
 __all__ = ["ROUTERS"]

@@ -1,0 +1,197 @@
+"""``/runs/crons`` and ``/threads/{id}/runs/crons``: runs on a schedule (ADR 0019). Custom
+auth's ``@auth.on.crons`` handlers see each request and may narrow what it reaches by the
+crons' metadata (ADR 0013); creating one also reads its assistant (and thread) as the caller."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from threadline.api.deps import Authorize, CallerDep, CronsDep, Principal, ThreadId, ThreadsDep
+from threadline.api.errors import ApiError
+from threadline.api.langgraph.bodies import (
+    CronCount,
+    CronCreate,
+    CronPatch,
+    CronSearch,
+    ThreadCronCreate,
+    selected,
+)
+from threadline.api.openapi import error_responses
+from threadline.runs.crons import Crons
+
+router = APIRouter(tags=["crons"])
+
+
+def _cron_id(cron_id: str) -> str:
+    try:
+        return str(uuid.UUID(cron_id))
+    except ValueError:
+        raise ApiError(422, "invalid_cron_id", "Invalid cron ID: must be a UUID") from None
+
+
+def _iso(when: datetime | None) -> str | None:
+    """An ``end_time`` in UTC (one without a zone is read as UTC)."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def _fields(body: CronCreate | ThreadCronCreate) -> dict[str, Any]:
+    fields = body.run_fields()
+    fields.update(
+        schedule=body.schedule,
+        timezone=body.timezone,
+        end_time=_iso(body.end_time),
+        enabled=body.enabled,
+    )
+    if isinstance(body, CronCreate):
+        fields["on_run_completed"] = body.on_run_completed
+    return fields
+
+
+async def _create(
+    authorize: Authorize,
+    caller: CallerDep,
+    crons: Crons,
+    thread_id: str | None,
+    fields: dict[str, Any],
+) -> dict[str, Any]:
+    value = {
+        "payload": fields,
+        "schedule": fields["schedule"],
+        "cron_id": None,
+        "thread_id": thread_id,
+        "user_id": caller.identity,
+        "end_time": fields.get("end_time"),
+        "metadata": dict(fields.get("metadata") or {}),
+    }
+    await authorize.check("crons", "create", value)
+    fields["metadata"] = value.get("metadata") or {}
+    assistant_filters = await authorize.check(
+        "assistants", "read", {"assistant_id": fields["assistant_id"], "metadata": {}}
+    )
+    return await crons.create(caller.identity, thread_id, fields, caller.as_json(), assistant_filters)
+
+
+@router.post("/runs/crons", responses=error_responses(404, 429))
+async def create(
+    body: CronCreate, caller: CallerDep, authorize: Authorize, crons: CronsDep
+) -> dict[str, Any]:
+    return await _create(authorize, caller, crons, None, _fields(body))
+
+
+@router.post("/threads/{thread_id}/runs/crons", responses=error_responses(404, 429))
+async def create_for_thread(
+    thread_id: ThreadId,
+    body: ThreadCronCreate,
+    caller: CallerDep,
+    authorize: Authorize,
+    crons: CronsDep,
+    threads: ThreadsDep,
+) -> dict[str, Any]:
+    await authorize("threads", "read", {"thread_id": thread_id})
+    await threads.record(caller.identity, thread_id)  # NotFound: not the caller's (or filtered)
+    fields = _fields(body)
+    if body.multitask_strategy is not None:
+        fields["multitask_strategy"] = body.multitask_strategy
+    return await _create(authorize, caller, crons, thread_id, fields)
+
+
+async def _searched(
+    authorize: Authorize, crons: Crons, principal: str, body: CronSearch | CronCount
+) -> list[dict[str, Any]]:
+    value: dict[str, Any] = {
+        "assistant_id": str(body.assistant_id) if body.assistant_id else None,
+        "thread_id": str(body.thread_id) if body.thread_id else None,
+        "limit": getattr(body, "limit", 0),
+        "offset": getattr(body, "offset", 0),
+        "metadata": dict(body.metadata or {}),
+    }
+    filters = await authorize.check("crons", "search", value)
+    return await crons.search(
+        principal,
+        value["assistant_id"],
+        value["thread_id"],
+        getattr(body, "enabled", None),
+        value.get("metadata") or None,
+        filters,
+    )
+
+
+@router.post("/runs/crons/search")
+async def search(
+    body: CronSearch, principal: Principal, authorize: Authorize, crons: CronsDep, response: Response
+) -> list[dict[str, Any]]:
+    found = await _searched(authorize, crons, principal, body)
+    key = body.sort_by
+    if key in ("cron_id", "assistant_id", "thread_id"):
+        found.sort(key=lambda c: str(c[key] or "").lower(), reverse=body.sort_order == "desc")
+    else:  # no date sorts first ascending, as langgraph-api's datetime.min
+        found.sort(key=lambda c: (c[key] is not None, _when(c[key])), reverse=body.sort_order == "desc")
+    end = body.offset + body.limit
+    page = found[body.offset : end]
+    # langgraph-api's paging headers (the SDK's response_format="object" reads the next one).
+    if end < len(found):
+        response.headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
+    else:
+        response.headers["X-Pagination-Total"] = str(len(page) + body.offset)
+    return selected(page, body.select)
+
+
+def _when(value: str | None) -> datetime:
+    return datetime.fromisoformat(value) if value else datetime.min.replace(tzinfo=UTC)
+
+
+@router.post("/runs/crons/count")
+async def count(body: CronCount, principal: Principal, authorize: Authorize, crons: CronsDep) -> int:
+    return len(await _searched(authorize, crons, principal, body))
+
+
+@router.get("/runs/crons/{cron_id}", responses=error_responses(404))
+async def get(cron_id: str, principal: Principal, authorize: Authorize, crons: CronsDep) -> dict[str, Any]:
+    cron_id = _cron_id(cron_id)
+    filters = await authorize.check("crons", "read", {"cron_id": cron_id})
+    return await crons.get(principal, cron_id, filters)
+
+
+@router.patch("/runs/crons/{cron_id}", responses=error_responses(400, 404, 409))
+async def patch(
+    cron_id: str, body: CronPatch, principal: Principal, authorize: Authorize, crons: CronsDep
+) -> dict[str, Any]:
+    cron_id = _cron_id(cron_id)
+    changes = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise ApiError(400, "empty_body", "Request body cannot be empty")
+    changes.pop("webhook", None)
+    changes.pop("checkpoint_during", None)
+    if "end_time" in changes:
+        changes["end_time"] = _iso(body.end_time)
+    if isinstance(changes.get("stream_mode"), str):
+        changes["stream_mode"] = [changes["stream_mode"]]
+    for key in ("schedule", "enabled", "on_run_completed", "timezone"):
+        if key in changes and changes[key] is None:
+            del changes[key]  # null is "unchanged" for these, as langgraph-api reads them
+    value = {
+        "cron_id": cron_id,
+        "schedule": changes.get("schedule"),
+        "end_time": changes.get("end_time"),
+        "enabled": changes.get("enabled"),
+        "on_run_completed": changes.get("on_run_completed"),
+        "payload": changes,
+    }
+    if "metadata" in changes:
+        value["metadata"] = changes["metadata"]
+    filters = await authorize.check("crons", "update", value)
+    return await crons.patch(principal, cron_id, changes, filters)
+
+
+@router.delete("/runs/crons/{cron_id}", status_code=204, responses=error_responses(404))
+async def delete(cron_id: str, principal: Principal, authorize: Authorize, crons: CronsDep) -> Response:
+    cron_id = _cron_id(cron_id)
+    filters = await authorize.check("crons", "delete", {"cron_id": cron_id})
+    await crons.delete(principal, cron_id, filters)
+    return Response(status_code=204)
