@@ -132,5 +132,7 @@ async def test_refusals_store_nothing(setup) -> None:
     with pytest.raises(Invalid):
         await crons.create("alice", None, {"schedule": "not a cron", "assistant_id": "g"})
     with pytest.raises(Invalid):
-        await crons.create("alice", None, {"schedule": "* * * * *", "assistant_id": "g", "timezone": "Mars/X"})
+        await crons.create(
+            "alice", None, {"schedule": "* * * * *", "assistant_id": "g", "timezone": "Mars/X"}
+        )
     assert await crons.search("alice") == []
