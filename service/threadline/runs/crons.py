@@ -58,6 +58,11 @@ SORT_FIELDS = (
     "created_at",
     "updated_at",
 )
+# The payload fields each tick's run is created with (the rest describe the cron).
+RUN_FIELDS = (
+    "assistant_id", "input", "config", "context", "metadata", "stream_mode", "stream_subgraphs",
+    "stream_resumable", "interrupt_before", "interrupt_after", "multitask_strategy", "durability",
+)  # fmt: skip
 # Kept in the record, never shown.
 _OWNER = "owner"
 
@@ -303,17 +308,18 @@ def run_payload(cron: dict[str, Any]) -> dict[str, Any]:
     """The run body of one tick of ``cron`` (langgraph-api's scheduler: the cron's metadata
     under the payload's; ``keep`` kept; ``cron_id`` out of ``configurable`` when there is a
     context, which may not go with it)."""
-    payload = dict(cron["payload"])
-    for key in ("schedule", "timezone", "end_time", "enabled", "on_run_completed"):
-        payload.pop(key, None)
+    stored = cron["payload"]
+    payload = {k: stored[k] for k in (*RUN_FIELDS, AUTH_KWARG) if stored.get(k) is not None}
+    if isinstance(payload.get("stream_mode"), str):
+        payload["stream_mode"] = [payload["stream_mode"]]
     if cron.get("on_run_completed") == "keep":
-        payload.setdefault("on_completion", "keep")
+        payload["on_completion"] = "keep"
     payload["metadata"] = {**(cron.get("metadata") or {}), **(payload.get("metadata") or {})}
     if payload.get("context"):
         config = dict(payload.get("config") or {})
-        config["configurable"] = {
-            k: v for k, v in (config.get("configurable") or {}).items() if k != "cron_id"
-        }
+        configurable = dict(config.get("configurable") or {})
+        configurable.pop("cron_id", None)
+        config["configurable"] = configurable
         payload["config"] = config
     return payload
 

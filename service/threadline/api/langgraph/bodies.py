@@ -9,7 +9,7 @@ silently dropped.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -287,11 +287,6 @@ CronField = Literal[
     "cron_id", "assistant_id", "thread_id", "on_run_completed", "end_time", "schedule", "timezone",
     "created_at", "updated_at", "user_id", "payload", "next_run_date", "metadata", "enabled",
 ]  # fmt: skip
-# The run fields a cron's payload holds (what each tick's run is created with).
-CRON_RUN_FIELDS = (
-    "assistant_id", "input", "config", "context", "metadata", "stream_mode", "stream_subgraphs",
-    "stream_resumable", "interrupt_before", "interrupt_after", "multitask_strategy", "durability",
-)  # fmt: skip
 
 
 class _CronRun(_Body):
@@ -316,11 +311,13 @@ class _CronRun(_Body):
     def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return checked_config(value)
 
-    def run_fields(self) -> dict[str, Any]:
-        """The set fields a run takes, as RunCreate would hand them to the runs layer."""
-        fields = {k: v for k, v in self.model_dump(exclude_none=True).items() if k in CRON_RUN_FIELDS}
-        if isinstance(fields.get("stream_mode"), str):
-            fields["stream_mode"] = [fields["stream_mode"]]
+    def fields(self) -> dict[str, Any]:
+        """The fields the client sent (as langgraph-api keeps a cron's payload), ``end_time``
+        in UTC (one without a zone read as UTC)."""
+        fields = self.model_dump(exclude_unset=True, exclude={"webhook"})
+        end = getattr(self, "end_time", None)
+        if "end_time" in fields and end is not None:
+            fields["end_time"] = (end if end.tzinfo else end.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
         return fields
 
 

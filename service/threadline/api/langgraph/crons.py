@@ -33,26 +33,6 @@ def _cron_id(cron_id: str) -> str:
         raise ApiError(422, "invalid_cron_id", "Invalid cron ID: must be a UUID") from None
 
 
-def _iso(when: datetime | None) -> str | None:
-    """An ``end_time`` in UTC (one without a zone is read as UTC)."""
-    if when is None:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-
-
-def _fields(body: CronCreate | ThreadCronCreate) -> dict[str, Any]:
-    fields = body.run_fields()
-    fields.update(
-        schedule=body.schedule,
-        timezone=body.timezone,
-        end_time=_iso(body.end_time),
-        enabled=body.enabled,
-    )
-    if isinstance(body, CronCreate):
-        fields["on_run_completed"] = body.on_run_completed
-    return fields
-
-
 async def _create(
     authorize: Authorize,
     caller: CallerDep,
@@ -81,7 +61,7 @@ async def _create(
 async def create(
     body: CronCreate, caller: CallerDep, authorize: Authorize, crons: CronsDep
 ) -> dict[str, Any]:
-    return await _create(authorize, caller, crons, None, _fields(body))
+    return await _create(authorize, caller, crons, None, body.fields())
 
 
 @router.post("/threads/{thread_id}/runs/crons", responses=error_responses(404, 429))
@@ -95,10 +75,7 @@ async def create_for_thread(
 ) -> dict[str, Any]:
     await authorize("threads", "read", {"thread_id": thread_id})
     await threads.record(caller.identity, thread_id)  # NotFound: not the caller's (or filtered)
-    fields = _fields(body)
-    if body.multitask_strategy is not None:
-        fields["multitask_strategy"] = body.multitask_strategy
-    return await _create(authorize, caller, crons, thread_id, fields)
+    return await _create(authorize, caller, crons, thread_id, body.fields())
 
 
 async def _searched(
@@ -163,15 +140,9 @@ async def patch(
     cron_id: str, body: CronPatch, principal: Principal, authorize: Authorize, crons: CronsDep
 ) -> dict[str, Any]:
     cron_id = _cron_id(cron_id)
-    changes = body.model_dump(exclude_unset=True)
+    changes = body.fields()
     if not changes:
         raise ApiError(400, "empty_body", "Request body cannot be empty")
-    changes.pop("webhook", None)
-    changes.pop("checkpoint_during", None)
-    if "end_time" in changes:
-        changes["end_time"] = _iso(body.end_time)
-    if isinstance(changes.get("stream_mode"), str):
-        changes["stream_mode"] = [changes["stream_mode"]]
     for key in ("schedule", "enabled", "on_run_completed", "timezone"):
         if key in changes and changes[key] is None:
             del changes[key]  # null is "unchanged" for these, as langgraph-api reads them
