@@ -20,7 +20,7 @@ from langgraph_sdk import get_client
 from threadline.redis_keys import cron_claim_key, cron_keys
 from threadline.runs.crons import tick_ids
 
-from client import API_KEY, OTHER_KEY
+from client import API_KEY, API_KEYS, OTHER_KEY
 from servers import redis_env, until
 
 pytestmark = pytest.mark.integration
@@ -39,6 +39,21 @@ HELLO = {"messages": [{"role": "user", "content": "tick"}]}
 
 def _status(exc: pytest.ExceptionInfo) -> int:
     return exc.value.response.status_code
+
+
+@pytest.fixture
+def start_sqlite(start_replica, tmp_path):
+    def start():
+        env = {
+            **ENV,
+            "CHECKPOINT_BACKEND": "sqlite",
+            "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
+            "SESSION_BACKEND": "memory",
+            "API_KEYS": API_KEYS,
+        }
+        return get_client(url=start_replica(env, "only").url, api_key=API_KEY)
+
+    return start
 
 
 @pytest.fixture
@@ -229,3 +244,20 @@ async def _has_run(client, thread_id: str, run_id: str) -> bool:
 
 async def _more_runs(client, thread_id: str, n: int) -> bool:
     return len(await client.runs.list(thread_id, limit=1000)) >= n
+
+
+async def test_one_sqlite_replica_keeps_and_fires_crons_in_process(start_sqlite) -> None:
+    client = start_sqlite()
+    tid = (await client.threads.create())["thread_id"]
+    cron = await client.crons.create_for_thread(tid, "chat", schedule=EVERY_SECOND, input=HELLO)
+    assert (await client.http.get(f"/runs/crons/{cron['cron_id']}"))["thread_id"] == tid
+    await until(lambda: _more_runs(client, tid, 2), "two ticks fired", timeout=30)
+    await client.crons.delete(cron["cron_id"])
+    assert await client.crons.count() == 0
+
+    async def settled():
+        runs, ran = await _ticks_ran(client, tid, cron["cron_id"])
+        return all(r["status"] == "success" for r in runs) and (runs, ran)
+
+    runs, ran = await until(settled, "every run ended", timeout=30)
+    assert ran == len(runs) >= 2

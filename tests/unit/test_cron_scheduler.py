@@ -127,6 +127,26 @@ async def test_end_time_disabling_and_missed_ticks(setup) -> None:
     assert cron["on_run_completed"] == "delete"
 
 
+def test_a_ticks_run_takes_the_run_fields_and_keep() -> None:
+    cron = {
+        "payload": {"assistant_id": "a", "schedule": "* * * * *", "enabled": True, "input": {"x": 1},
+                    "stream_mode": "updates", "metadata": {"run": 1},
+                    "config": {"configurable": {"cron_id": "c"}}, "context": {"k": 1}},
+        "metadata": {"cron": 1, "run": 0},
+        "on_run_completed": "keep",
+    }  # fmt: skip
+    assert run_payload(cron) == {
+        "assistant_id": "a",
+        "input": {"x": 1},
+        "stream_mode": ["updates"],
+        "metadata": {"cron": 1, "run": 1},
+        "config": {"configurable": {}},
+        "context": {"k": 1},
+        "on_completion": "keep",
+    }
+    assert "on_completion" not in run_payload({**cron, "on_run_completed": "delete"})  # deleted
+
+
 async def test_refusals_store_nothing(setup) -> None:
     _, _, crons = setup
     with pytest.raises(Invalid):
