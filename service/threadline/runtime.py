@@ -166,6 +166,7 @@ class Runtime:
                 fire_with(self.runs),
                 interval=server.cron_scheduler_sleep_time,
                 claim_seconds=self.settings.turn.lease_seconds,
+                paused=lambda: self.draining,
             )
             # Stopped before the runs (the exit stack runs callbacks in reverse): no tick is
             # fired into an executor that is closing; a claimed tick is re-claimed elsewhere.

@@ -143,6 +143,8 @@ async def test_crud_search_count_select_and_refusals(start) -> None:
             assert response.status_code == status, (body, response.text)
         assert (await http.get("/runs/crons/not-a-uuid")).status_code == 422
         assert (await http.patch(f"/runs/crons/{cid}", json={})).status_code == 400
+        assert (await http.patch(f"/runs/crons/{cid}", json={"metadata": None})).status_code == 400
+        assert (await http.patch(f"/runs/crons/{cid}", json={"schedule": "0 0 31 2 *"})).status_code == 422
         assert (await http.patch(f"/runs/crons/{cid}", json={"schedule": "nope"})).status_code == 422
         assert (await http.post("/runs/crons/search", json={"limit": 5000})).status_code == 422
         assert (await http.post("/runs/crons/search", json={"sort_by": "schedule"})).status_code == 422

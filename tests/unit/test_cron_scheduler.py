@@ -11,7 +11,7 @@ import pytest
 
 from threadline.runs.cron_records import LocalCronRecords
 from threadline.runs.crons import Crons, CronScheduler, next_tick, run_payload, tick_ids
-from threadline.runs.errors import Invalid
+from threadline.runs.errors import Invalid, NotFound
 
 
 class Clock:
@@ -156,3 +156,36 @@ async def test_refusals_store_nothing(setup) -> None:
             "alice", None, {"schedule": "* * * * *", "assistant_id": "g", "timezone": "Mars/X"}
         )
     assert await crons.search("alice") == []
+
+
+async def test_a_store_outage_leaves_the_tick_and_a_draining_replica_fires_none(setup) -> None:
+    clock, records, crons = setup
+    cron = await crons.create("alice", None, {"schedule": "* * * * * *", "assistant_id": "g"})
+    clock.now += 1
+
+    async def store_down(*_):
+        raise ConnectionError("redis went away")
+
+    with pytest.raises(ConnectionError):
+        await CronScheduler(crons, store_down, interval=1, claim_seconds=5, clock=clock).run_once()
+    records._claims[cron["cron_id"]] = (records._claims[cron["cron_id"]][0], 0.0)
+    draining = Fired()
+    paused = CronScheduler(crons, draining, interval=1, claim_seconds=5, clock=clock, paused=lambda: True)
+    assert await paused.run_once() == 0 and draining.created == 0
+    fired = Fired()
+    assert await CronScheduler(crons, fired, interval=1, claim_seconds=5, clock=clock).run_once() == 1
+    assert list(fired.runs) == [tick_ids(cron["cron_id"], int(clock.now * 1000))[0]]
+
+
+async def test_a_refused_run_skips_its_tick_and_the_cron_goes_on(setup) -> None:
+    clock, _, crons = setup
+    await crons.create("alice", None, {"schedule": "* * * * * *", "assistant_id": "g"})
+
+    async def refused(*_):
+        raise NotFound("assistant")
+
+    scheduler = CronScheduler(crons, refused, interval=1, claim_seconds=5, clock=clock)
+    for _ in range(3):
+        clock.now += 1
+        assert await scheduler.run_once() == 0
+    assert len(await crons.due(clock.now, 10)) == 0  # advanced each time, never stuck

@@ -56,6 +56,9 @@ class CronRecords(Protocol):
         """Claim ``tick_ms`` of the cron for ``lease_ms``: False if it is no longer the cron's
         next tick or another claim on it is alive."""
 
+    async def release(self, cron_id: str, token: str) -> None:
+        """Drop the claim ``token`` holds (a draining replica leaves the tick to others)."""
+
     async def advance(self, cron_id: str, tick_ms: int, token: str, next_ms: int, due: bool) -> bool:
         """As the claimer (``token``), move the cron from ``tick_ms`` to ``next_ms`` (indexed if
         ``due``) and drop the claim. False: the claim was lost (it expired and another took it)
@@ -125,6 +128,10 @@ class LocalCronRecords:
             return False
         self._claims[cron_id] = (token, time.monotonic() + lease_ms / 1000)
         return True
+
+    async def release(self, cron_id: str, token: str) -> None:
+        if self._claims.get(cron_id, ("",))[0] == token:
+            del self._claims[cron_id]
 
     async def advance(self, cron_id: str, tick_ms: int, token: str, next_ms: int, due: bool) -> bool:
         if self._claims.get(cron_id, ("",))[0] != token:
@@ -200,6 +207,13 @@ _ADVANCE = """
     """
 
 
+# KEYS[1] the cron's claim; ARGV[1] token.
+_RELEASE = """
+    if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+    return 0
+    """
+
+
 class RedisCronRecords:
     """On the checkpoint Redis, so every replica sees every cron and claim at once."""
 
@@ -211,6 +225,7 @@ class RedisCronRecords:
         self._delete = client.register_script(_DELETE)
         self._claim = client.register_script(_CLAIM)
         self._advance = client.register_script(_ADVANCE)
+        self._release = client.register_script(_RELEASE)
 
     async def get(self, cron_id: str) -> tuple[bytes, int | None] | None:
         record = await self._client.hget(self._keys.records, cron_id)
@@ -254,6 +269,9 @@ class RedisCronRecords:
     async def claim(self, cron_id: str, tick_ms: int, token: str, lease_ms: int) -> bool:
         keys = [self._keys.due, cron_claim_key(cron_id)]
         return bool(await self._claim(keys=keys, args=[cron_id, tick_ms, token, lease_ms]))
+
+    async def release(self, cron_id: str, token: str) -> None:
+        await self._release(keys=[cron_claim_key(cron_id)], args=[token])
 
     async def advance(self, cron_id: str, tick_ms: int, token: str, next_ms: int, due: bool) -> bool:
         keys = [self._keys.next, self._keys.due, cron_claim_key(cron_id)]

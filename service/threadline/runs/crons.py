@@ -28,10 +28,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from threadline import access
 from threadline.access import Filters
+from threadline.checkpoint import is_store_down
 from threadline.quotas import CRONS, QuotaExceeded
 from threadline.runs.assistants import Assistants
 from threadline.runs.cron_records import CronRecords, LocalCronRecords
@@ -91,13 +92,25 @@ def check_timezone(timezone: str | None) -> str | None:
     return timezone
 
 
-def next_tick(schedule: str, after: float, timezone: str | None = None) -> int:
+def next_tick(schedule: str, after: float, timezone: str | None = None) -> int | None:
     """The first tick of ``schedule`` strictly after ``after`` (epoch seconds), in epoch ms
-    (langgraph-api's ``next_cron_date``)."""
+    (langgraph-api's ``next_cron_date``); None when there is none (``0 0 31 2 *``, or a year
+    field in the past): croniter gives up within a millisecond."""
     base = datetime.fromtimestamp(after, UTC)
     if timezone:
         base = base.astimezone(ZoneInfo(timezone))
-    return int(croniter(schedule, base).get_next(datetime).timestamp() * 1000)
+    try:
+        return int(croniter(schedule, base).get_next(datetime).timestamp() * 1000)
+    except CroniterBadDateError:
+        return None
+
+
+def _first_tick(schedule: str, after: float, timezone: str | None) -> int:
+    """Raises Invalid: a schedule that never ticks again (refused rather than kept idle)."""
+    tick = next_tick(schedule, after, timezone)
+    if tick is None:
+        raise Invalid(f"Invalid cron schedule: '{schedule}'. Reason: it has no date after now.")
+    return tick
 
 
 def tick_ids(cron_id: str, tick_ms: int) -> tuple[str, str]:
@@ -187,7 +200,7 @@ class Crons:
             "enabled": body.get("enabled", True) is not False,
             _OWNER: owner,
         }
-        next_ms = next_tick(schedule, self.clock(), timezone)
+        next_ms = _first_tick(schedule, self.clock(), timezone)
         stored = await self.records.create(
             owner, cron_id, orjson.dumps(record), next_ms, _due(record, next_ms), self.per_principal
         )
@@ -233,7 +246,7 @@ class Crons:
                 record["schedule"] = changes["schedule"]
             next_ms = None
             if "schedule" in changes or "timezone" in changes:
-                next_ms = next_tick(record["schedule"], self.clock(), record["timezone"])
+                next_ms = _first_tick(record["schedule"], self.clock(), record["timezone"])
             upcoming = next_ms if next_ms is not None else current
             if "end_time" in changes:
                 record["end_time"] = changes["end_time"]
@@ -358,6 +371,7 @@ class CronScheduler:
         claim_seconds: how long a claim on a tick lives (``TURN_LEASE_SECONDS``): a claimer
             that died holds its tick this long.
         clock: wall-clock seconds (injectable for tests).
+        paused: while true (the replica drains), ticks are left to the other replicas.
     """
 
     def __init__(
@@ -367,8 +381,9 @@ class CronScheduler:
         interval: float,
         claim_seconds: float,
         clock: Callable[[], float] | None = None,
+        paused: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.crons, self._fire = crons, fire
+        self.crons, self._fire, self.paused = crons, fire, paused
         self.interval, self.claim_ms = interval, max(1, int(claim_seconds * 1000))
         self.clock = clock or crons.clock
         self._task: asyncio.Task | None = None
@@ -377,6 +392,8 @@ class CronScheduler:
         """One pass: claim, fire and advance every due tick; returns how many were fired
         (their runs created or found)."""
         fired = 0
+        if self.paused():
+            return 0
         now = self.clock()
         for cron_id, tick_ms in await self.crons.due(now, BATCH):
             token = uuid.uuid4().hex
@@ -386,20 +403,28 @@ class CronScheduler:
             if cron is None:
                 continue
             end = _end_ms(cron.get("end_time"))
-            if end is None or tick_ms <= end:
+            if (end is None or tick_ms <= end) and not self.paused():
                 run_id, thread_id = tick_ids(cron_id, tick_ms)
                 try:
                     await self._fire(cron, run_id, cron.get("thread_id") or thread_id)
                     fired += 1
-                except (NotFound, Invalid, Conflict, QuotaExceeded) as refused:
+                except Exception as refused:
+                    if is_store_down(refused):
+                        raise  # the claim expires; the tick is fired once the store is back
                     # As langgraph-api: the tick is skipped (its assistant or thread is gone, the
                     # thread is busy with reject, a quota): the cron goes on.
                     log.warning(
                         "cron run not created",
                         extra={"cron_id": cron_id, "error": type(refused).__name__},
                     )
+            elif self.paused():
+                await self.crons.records.release(cron_id, token)  # another replica fires it
+                continue
             next_ms = next_tick(cron["schedule"], max(self.clock(), tick_ms / 1000), cron.get("timezone"))
-            await self.crons.records.advance(cron_id, tick_ms, token, next_ms, _due(cron, next_ms))
+            if next_ms is None:  # the schedule has no later date: the cron stays, idle
+                await self.crons.records.advance(cron_id, tick_ms, token, tick_ms, False)
+            else:
+                await self.crons.records.advance(cron_id, tick_ms, token, next_ms, _due(cron, next_ms))
         return fired
 
     async def _loop(self) -> None:

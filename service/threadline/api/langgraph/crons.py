@@ -140,12 +140,13 @@ async def patch(
     cron_id: str, body: CronPatch, principal: Principal, authorize: Authorize, crons: CronsDep
 ) -> dict[str, Any]:
     cron_id = _cron_id(cron_id)
-    changes = body.fields()
-    if not changes:
+    sent = body.fields()
+    if not sent:
         raise ApiError(400, "empty_body", "Request body cannot be empty")
-    for key in ("schedule", "enabled", "on_run_completed", "timezone"):
-        if key in changes and changes[key] is None:
-            del changes[key]  # null is "unchanged" for these, as langgraph-api reads them
+    # null is "unchanged", as langgraph-api reads it, but for end_time (null clears it).
+    changes = {k: v for k, v in sent.items() if v is not None or k == "end_time"}
+    if not changes:
+        raise ApiError(400, "no_changes", "No fields to update")
     value = {
         "cron_id": cron_id,
         "schedule": changes.get("schedule"),
