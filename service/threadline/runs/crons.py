@@ -38,7 +38,7 @@ from threadline.runs.assistants import Assistants
 from threadline.runs.cron_records import CronRecords, LocalCronRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.graph_io import AUTH_KWARG, check_input
-from threadline.runs.records import now_iso
+from threadline.runs.records import RunExists, now_iso
 from threadline.runs.runs import Runs
 
 log = logging.getLogger(__name__)
@@ -350,13 +350,16 @@ def fire_with(runs: Runs) -> Fire:
         if await runs.records.get_run(thread_id, run_id) is not None:
             return
         stateless = cron.get("thread_id") is None
-        await runs.create(
-            cron[_OWNER],
-            None if stateless else thread_id,
-            run_payload(cron),
-            run_id=run_id,
-            new_thread_id=thread_id if stateless else None,
-        )
+        # Created atomically once (RunExists): a claimer that paused past its claim and another
+        # that claimed the tick meanwhile both get here, one run results.
+        with contextlib.suppress(RunExists):
+            await runs.create(
+                cron[_OWNER],
+                None if stateless else thread_id,
+                run_payload(cron),
+                run_id=run_id,
+                new_thread_id=thread_id if stateless else None,
+            )
 
     return fire
 

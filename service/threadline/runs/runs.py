@@ -131,7 +131,8 @@ class Runs:
         type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
         ``streamed``: the caller streams the run's events from its start (``runs.stream``).
         ``run_id`` and ``new_thread_id`` (a stateless run's thread, reused if it exists): ids a
-        cron derives from its tick, so a tick fired again after its claimer died is the same run.
+        cron derives from its tick, so a tick fired again after its claimer died is the same run
+        (RunExists if it was created meanwhile: nothing stored).
 
         Raises:
             NotFound: assistant (a UUID), thread (``if_not_exists=reject``) or checkpoint.
@@ -156,9 +157,12 @@ class Runs:
                 "assistant_id": assistant.assistant_id,
                 **(payload.get("metadata") or {}),
             }
-            if_exists = "do_nothing" if new_thread_id else "raise"
-            await self.threads.create(principal, thread_id, metadata, if_exists=if_exists)
-            created = True
+            # A cron tick's thread, left by a claimer that died before its run: reused, and
+            # not deleted should this run be refused (it may hold that claimer's run).
+            reused = new_thread_id is not None and await self.threads.exists(thread_id)
+            if not reused:
+                await self.threads.create(principal, thread_id, metadata)
+            created = not reused
         else:
             try:
                 record = await self.threads.record(principal, thread_id)
