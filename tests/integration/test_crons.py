@@ -164,6 +164,15 @@ async def test_crud_search_count_select_and_refusals(start) -> None:
     assert _status(exc) == 404
     assert await a.crons.count() == 3
 
+    # As langgraph-api: a deleted thread's crons go with it, and a deleted assistant's.
+    await a.threads.delete(tid)
+    assert await b.crons.count() == 2
+    made_assistant = await a.assistants.create("nested")
+    await b.crons.create(made_assistant["assistant_id"], schedule=NEVER_SOON)
+    assert await a.crons.count(assistant_id=made_assistant["assistant_id"]) == 1
+    await b.assistants.delete(made_assistant["assistant_id"])
+    assert await a.crons.count() == 2
+
 
 async def test_each_tick_fires_once_across_two_replicas_and_end_time_stops_it(start) -> None:
     _, (a, b) = start("a", "b")

@@ -189,3 +189,15 @@ async def test_a_refused_run_skips_its_tick_and_the_cron_goes_on(setup) -> None:
         clock.now += 1
         assert await scheduler.run_once() == 0
     assert len(await crons.due(clock.now, 10)) == 0  # advanced each time, never stuck
+
+
+async def test_a_thread_cron_whose_thread_is_gone_goes_with_it(setup) -> None:
+    clock, _, crons = setup
+    cron = await crons.create("alice", "t1", {"schedule": "* * * * * *", "assistant_id": "g"})
+
+    async def thread_gone(*_):
+        raise NotFound("thread")
+
+    clock.now += 1
+    assert await CronScheduler(crons, thread_gone, interval=1, claim_seconds=5, clock=clock).run_once() == 0
+    assert await crons.search("alice") == [] and await crons.stored(cron["cron_id"]) is None

@@ -298,6 +298,18 @@ class Crons:
         found.sort(key=lambda c: c["created_at"], reverse=True)
         return found
 
+    async def forget(self, owner: str, thread_id: str | None = None, assistant_id: str | None = None) -> int:
+        """Delete ``owner``'s crons of a deleted thread or assistant (langgraph-api cascades
+        both); returns how many."""
+        gone = 0
+        for raw, _ in await self.records.of(owner):
+            record = orjson.loads(raw)
+            if (thread_id is not None and record["thread_id"] == thread_id) or (
+                assistant_id is not None and record["assistant_id"] == assistant_id
+            ):
+                gone += await self.records.delete(owner, record["cron_id"])
+        return gone
+
     # -- the scheduler's --
 
     async def due(self, now: float, limit: int) -> list[tuple[str, int]]:
@@ -414,6 +426,11 @@ class CronScheduler:
                 except Exception as refused:
                     if is_store_down(refused):
                         raise  # the claim expires; the tick is fired once the store is back
+                    if isinstance(refused, NotFound) and refused.code == "thread_not_found":
+                        # Its thread is gone (deleted elsewhere, or expired): so is the cron, as
+                        # langgraph-api cascades a thread's deletion to its crons.
+                        await self.crons.records.delete(cron[_OWNER], cron_id)
+                        continue
                     # As langgraph-api: the tick is skipped (its assistant or thread is gone, the
                     # thread is busy with reject, a quota): the cron goes on.
                     log.warning(
