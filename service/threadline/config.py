@@ -249,6 +249,8 @@ class QuotaSettings(_Group):
     assistants_per_principal: int = Field(default=100, ge=0)
     assistant_versions: int = Field(default=10, ge=1)
     assistant_bytes: int = Field(default=16 * 1024, ge=0)
+    # Crons a principal may create; each fires its runs on the principal's quotas.
+    crons_per_principal: int = Field(default=100, ge=0)
 
 
 class ModelSettings(_Group):
@@ -310,6 +312,9 @@ class ServerSettings(_Group):
     # Browser origins allowed to call the API (CORS), comma-separated: `*` is any origin, an
     # entry ending in `:*` any port (`http://localhost:*`); empty allows none. See api/cors.py.
     cors_allow_origins: str = ""
+    # Seconds between two passes of each replica's cron scheduler (langgraph-api's name and
+    # default): a tick fires at most this late.
+    cron_scheduler_sleep_time: float = Field(default=5.0, gt=0)
 
     @field_validator("cors_allow_origins")
     @classmethod

@@ -60,6 +60,7 @@ STORE_ITEMS = env_name(QuotaSettings, "store_items_per_principal")
 STORE_ITEM_BYTES = env_name(QuotaSettings, "store_item_bytes")
 ASSISTANTS = env_name(QuotaSettings, "assistants_per_principal")
 ASSISTANT_BYTES = env_name(QuotaSettings, "assistant_bytes")
+CRONS = env_name(QuotaSettings, "crons_per_principal")
 
 
 class Quotas(Protocol):

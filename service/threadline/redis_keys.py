@@ -21,6 +21,11 @@ key                 type    holds
 ``tl:p:{P}:items``  ZSET    live store items of principal ``P`` (digests), scored by expiry (ms)
 ``tl:p:{P}:assistants`` HASH  assistants principal ``P`` created: id → current record
 ``tl:p:{P}:assistant:<A>`` HASH  versions of assistant ``A`` (:mod:`threadline.runs.assistant_records`)
+``tl:{crons}:rec``  HASH    cron id → cron record (:mod:`threadline.runs.cron_records`)
+``tl:{crons}:next`` HASH    cron id → its next tick (epoch ms)
+``tl:{crons}:due``  ZSET    enabled crons by next tick (ms): what every replica's scheduler reads
+``tl:{crons}:p:P``  SET     cron ids of principal ``P`` (quota ``QUOTA_CRONS_PER_PRINCIPAL``)
+``tl:{crons}:claim:C`` STRING  the scheduler's claim on cron ``C``'s due tick, PEXPIREd
 ``tl:{T}:thread``   HASH    LangGraph API thread record (:mod:`threadline.runs.records_redis`)
 ``tl:{T}:runs``     ZSET    the thread's run ids by creation time (µs)
 ``tl:{T}:runq``     ZSET    the thread's active (pending, running) run ids, in queue order
@@ -84,6 +89,31 @@ def principal_assistants_key(principal: str) -> str:
 def principal_assistant_versions_key(principal: str, assistant_id: str) -> str:
     """The HASH of the versions of ``principal``'s assistant ``assistant_id`` (same hash tag)."""
     return f"{PREFIX}:p:{{{principal}}}:assistant:{assistant_id}"
+
+
+CRONS_TAG = f"{PREFIX}:{{crons}}"
+
+
+class CronKeys(NamedTuple):
+    """The keys of the crons (one hash tag: every cron script is one slot, also on a Cluster)."""
+
+    records: str
+    next: str
+    due: str
+
+
+def cron_keys() -> CronKeys:
+    return CronKeys(f"{CRONS_TAG}:rec", f"{CRONS_TAG}:next", f"{CRONS_TAG}:due")
+
+
+def principal_crons_key(principal: str) -> str:
+    """The SET of ``principal``'s cron ids (same hash tag as every cron key)."""
+    return f"{CRONS_TAG}:p:{principal}"
+
+
+def cron_claim_key(cron_id: str) -> str:
+    """The scheduler's claim on ``cron_id``'s due tick (:mod:`threadline.runs.crons`)."""
+    return f"{CRONS_TAG}:claim:{cron_id}"
 
 
 def thread_record_key(thread_id: str) -> str:

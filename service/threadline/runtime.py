@@ -26,6 +26,7 @@ from threadline.config import ConfigError, Settings
 from threadline.custom_auth import CustomAuth
 from threadline.retry import delays
 from threadline.runs.assistants import Assistants
+from threadline.runs.crons import Crons, CronScheduler, fire_with
 from threadline.runs.records import RunRecord
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads, thread_config
@@ -89,6 +90,7 @@ class Runtime:
         self.threads: Threads | None = None
         self.runs: Runs | None = None
         self.webhooks: Webhooks | None = None
+        self.crons: Crons | None = None
         self.tenancy: Tenancy | None = None
         # A misconfiguration found only once the stores open (threadline.app stops then).
         self.fatal: ConfigError | None = None
@@ -172,6 +174,18 @@ class Runtime:
             self.runs.executor.on_finish = webhooks.finished
             self.webhooks = webhooks
             self.runs.start_sweep()
+            self.crons = Crons(self.assistants, stores.crons, per_principal=quota.crons_per_principal)
+            scheduler = CronScheduler(
+                self.crons,
+                fire_with(self.runs),
+                interval=server.cron_scheduler_sleep_time,
+                claim_seconds=self.settings.turn.lease_seconds,
+                paused=lambda: self.draining,
+            )
+            # Stopped before the runs (the exit stack runs callbacks in reverse): no tick is
+            # fired into an executor that is closing; a claimed tick is re-claimed elsewhere.
+            stack.push_async_callback(scheduler.aclose)
+            scheduler.start()
             # /v1 is the built-in chat graph's API, even when the config defines its own `chat`.
             chat = (
                 graphs[CHAT] if CHAT not in self.user_graphs else build_graph(self.model, stores.checkpointer)

@@ -25,6 +25,7 @@ from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
 from threadline.quotas import LocalQuotas, Quotas, RedisQuotas
 from threadline.redis_client import async_client
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords, RedisAssistantRecords
+from threadline.runs.cron_records import CronRecords, LocalCronRecords, RedisCronRecords
 from threadline.runs.records import RecordStore
 from threadline.runs.records_local import LocalRecordStore
 from threadline.runs.records_redis import RedisRecordStore
@@ -71,6 +72,7 @@ class Stores:
         records: RecordStore | None = None,
         store: BaseStore | None = None,
         assistants: AssistantRecords | None = None,
+        crons: CronRecords | None = None,
     ):
         self.checkpointer = checkpointer
         self.lease = lease
@@ -79,6 +81,7 @@ class Stores:
         self.records: RecordStore = records if records is not None else LocalRecordStore()
         self.store = store
         self.assistants: AssistantRecords = assistants if assistants is not None else LocalAssistantRecords()
+        self.crons: CronRecords = crons if crons is not None else LocalCronRecords()
 
     @classmethod
     async def open(
@@ -95,6 +98,7 @@ class Stores:
         quotas: Quotas
         records: RecordStore
         assistants: AssistantRecords
+        crons: CronRecords
         client = None
         if settings.checkpoint.backend in ("redis", "redis-stack"):
             client = async_client(
@@ -120,12 +124,14 @@ class Stores:
             stack.push_async_callback(readers.aclose)
             records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl, readers=readers)
             assistants = RedisAssistantRecords(client)
+            crons = RedisCronRecords(client)
             await warn_if_evicting(client)
         else:
             lease = LocalTurnLease(wait_seconds=settings.turn.lease_wait_seconds)
             quotas = LocalQuotas(settings.quota)
             records = LocalRecordStore()
             assistants = LocalAssistantRecords()
+            crons = LocalCronRecords()
         store = await stack.enter_async_context(open_store(settings, store_options or StoreOptions(), client))
         sessions: SessionStore
         session = settings.session
@@ -138,7 +144,7 @@ class Stores:
         else:
             sessions = MemorySessionStore(session.ttl_seconds, session.max_lifetime_seconds)
         stack.push_async_callback(sessions.aclose)
-        stores = cls(checkpointer, lease, sessions, quotas, records, store, assistants)
+        stores = cls(checkpointer, lease, sessions, quotas, records, store, assistants, crons)
         await stores.ping()
         return stores
 

@@ -348,3 +348,28 @@ def test_store_handlers_place_and_filter_each_users_items(probe):
         .status_code
         == 403
     )
+
+
+def test_cron_handlers_stamp_refuse_and_filter(probe):
+    """``@auth.on.crons`` as on langgraph-api: create stamps (or refuses, storing nothing), the
+    filter of read, update, delete and search narrows to the stamped ones; another user sees
+    none of them."""
+    plain, filtered = _http(probe, "user-ivy"), _http(probe, "user-ivy", **{"X-Probe-Filtered": "1"})
+    body = {"assistant_id": "greeter", "schedule": "0 0 1 1 *"}
+    stamped = plain.post("/runs/crons", json={**body, "metadata": {"mine": 1}}).json()
+    assert stamped["metadata"] == {"mine": 1, "stamp": "yes"}
+    bare = plain.post("/runs/crons", json={**body, "metadata": {"nostamp": True}}).json()
+    assert plain.post("/runs/crons", json={**body, "metadata": {"deny": True}}).status_code == 403
+    assert plain.post("/runs/crons/count", json={}).json() == 2
+    assert [c["cron_id"] for c in filtered.post("/runs/crons/search", json={}).json()] == [stamped["cron_id"]]
+    assert filtered.post("/runs/crons/count", json={}).json() == 1
+    assert filtered.get(f"/runs/crons/{stamped['cron_id']}").status_code == 200
+    for response in (
+        filtered.get(f"/runs/crons/{bare['cron_id']}"),
+        filtered.patch(f"/runs/crons/{bare['cron_id']}", json={"enabled": False}),
+        filtered.delete(f"/runs/crons/{bare['cron_id']}"),
+        _http(probe, "user-ada").get(f"/runs/crons/{stamped['cron_id']}"),
+    ):
+        assert response.status_code == 404
+    assert plain.delete(f"/runs/crons/{bare['cron_id']}").status_code == 204
+    assert plain.post("/runs/crons/count", json={}).json() == 1

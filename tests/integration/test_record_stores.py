@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from threadline.runs.records import (
     END_EVENT,
     CancelRequested,
     RecordStore,
+    RunExists,
     RunRecord,
     RunRejected,
     ThreadRecord,
@@ -205,6 +207,19 @@ async def test_a_run_ends_once(store: RecordStore) -> None:
     assert got is not None and (got.status, got.result) == ("success", None)
     assert await store.result(t.thread_id, run.run_id, 0) == (b'{"n":1}' if store.shared else None)
     assert (await store.get_thread(t.thread_id)).status == "idle"
+
+
+async def test_a_run_id_is_created_once(store: RecordStore) -> None:
+    """A cron tick's run (ADR 0019): a second creation under its id stores nothing."""
+    t = thread()
+    await store.create_thread(t)
+    run = run_on(t.thread_id)
+    assert await create(store, run, reject_if_busy=False)
+    with pytest.raises(RunExists):
+        await create(store, replace(run, metadata={"again": True}), reject_if_busy=False)
+    got = await store.get_run(t.thread_id, run.run_id)
+    assert got is not None and got.metadata == {} and len(await store.runs_of(t.thread_id)) == 1
+    assert [r.run_id for r in await store.runs_of(t.thread_id)] == [run.run_id]
 
 
 async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_longer_end_the_run(

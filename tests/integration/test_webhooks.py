@@ -186,6 +186,24 @@ async def test_a_runs_end_is_posted_signed_from_every_route_once(replicas, recei
     assert SECRET not in pa.logs()
 
 
+async def test_a_crons_runs_deliver_its_webhook_and_a_refused_one_stores_no_cron(replicas, receiver) -> None:
+    _, (a, b) = replicas("a", "b", CRON_SCHEDULER_SLEEP_TIME="0.2")
+    tid = (await a.threads.create())["thread_id"]
+    refused = await a.http.client.post(
+        f"/threads/{tid}/runs/crons",
+        json={"assistant_id": "steps", "schedule": "* * * * * *", "webhook": "http://169.254.169.254/"},
+    )
+    assert refused.status_code == 422 and "169.254.169.254" in refused.json()["detail"]
+    assert await a.crons.count(thread_id=tid) == 0
+    cron = await b.crons.create_for_thread(
+        tid, "steps", schedule="* * * * * *", input={"steps": 1}, webhook=receiver.url("/cron")
+    )
+    (hit, *_) = await until(lambda: receiver.hits, "a tick's webhook", timeout=20)
+    await a.crons.delete(cron["cron_id"])
+    assert hit.payload["thread_id"] == tid and hit.payload["status"] == "success"
+    assert hit.payload["kwargs"]["webhook"] == receiver.url("/cron") and verified(hit)
+
+
 async def test_a_failed_runs_end_carries_its_error(replicas, receiver) -> None:
     _, (a,) = replicas("a")
     tid = (await a.threads.create())["thread_id"]

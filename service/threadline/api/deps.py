@@ -17,6 +17,7 @@ from threadline import access
 from threadline.api.errors import ApiError, unavailable
 from threadline.custom_auth import AuthFailed, Caller, CustomAuth
 from threadline.runs.assistants import Assistants
+from threadline.runs.crons import Crons
 from threadline.runs.records import ID_PATTERN
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -65,7 +66,12 @@ async def get_runs(runtime: RuntimeDep) -> Runs:
     return (await _ready(runtime)).runs  # type: ignore[return-value]
 
 
+async def get_crons(runtime: RuntimeDep) -> Crons:
+    return (await _ready(runtime)).crons  # type: ignore[return-value]
+
+
 AssistantsDep = Annotated[Assistants, Depends(get_assistants)]
+CronsDep = Annotated[Crons, Depends(get_crons)]
 ThreadsDep = Annotated[Threads, Depends(get_threads)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
 

@@ -123,6 +123,10 @@ class QueueFull(Exception):
     """The thread already has ``max_queued`` pending or running runs."""
 
 
+class RunExists(Exception):
+    """A run with this id exists on the thread (a cron tick's run, created once: ADR 0019)."""
+
+
 class RecordStore(Protocol):
     """Where thread records, run records and run events live (see the module docstring)."""
 
@@ -176,6 +180,7 @@ class RecordStore(Protocol):
         Raises:
             RunRejected: ``reject_if_busy`` and the thread has an active run.
             QueueFull: ``max_queued`` (not 0) runs are active on the thread already.
+            RunExists: the thread has a run with this id (nothing stored).
             KeyError: no such thread.
         """
         ...

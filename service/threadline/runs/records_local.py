@@ -27,6 +27,7 @@ from threadline.runs.records import (
     CancelRequested,
     QueueFull,
     RunEvent,
+    RunExists,
     RunRecord,
     RunRejected,
     ThreadRecord,
@@ -104,6 +105,8 @@ class LocalRecordStore:
         thread = self._threads.get(run.thread_id)
         if thread is None:
             raise KeyError(run.thread_id)
+        if run.run_id in self._runs.get(run.thread_id, {}):
+            raise RunExists(run.run_id)
         queue = self._queues.setdefault(run.thread_id, [])
         if reject_if_busy and queue:
             raise RunRejected(run.thread_id)

@@ -49,6 +49,7 @@ from threadline.runs.records import (
     CancelRequested,
     QueueFull,
     RunEvent,
+    RunExists,
     RunRecord,
     RunRejected,
     ThreadRecord,
@@ -214,6 +215,8 @@ class RedisRecordStore:
             raise RunRejected(run.thread_id)
         if created == -2:
             raise QueueFull(run.thread_id)
+        if created == -3:
+            raise RunExists(run.run_id)
         return created == 2, None
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:

@@ -37,8 +37,8 @@ UPDATE_THREAD = """
 # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
 # ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's
 # suffix (RedisTurnLease.token_suffix), ARGV[13..] run fields.
-# Returns -1 no such thread, 0 rejected (thread has an active run), -2 the queue is full
-# (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
+# Returns -1 no such thread, -3 the run exists (nothing written), 0 rejected (thread has an
+# active run), -2 the queue is full (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
 # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
 # and the thread's lease is free: the lease's new token, the lease taken (as
 # RedisTurnLease would) and the run "running" with its first event — one round trip for
@@ -49,6 +49,7 @@ CREATE_RUN = (
     RedisTurnLease.ACQUIRE_FUNCTION
     + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+    if redis.call('EXISTS', KEYS[4]) == 1 then return -3 end
     if ARGV[1] == 'reject' then
       if redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
     elseif tonumber(ARGV[1]) > 0 and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[1]) then

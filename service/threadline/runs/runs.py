@@ -117,13 +117,22 @@ class Runs:
     # -- create --
 
     async def create(
-        self, principal: str, thread_id: str | None, payload: dict[str, Any], streamed: bool = False
+        self,
+        principal: str,
+        thread_id: str | None,
+        payload: dict[str, Any],
+        streamed: bool = False,
+        run_id: str | None = None,
+        new_thread_id: str | None = None,
     ) -> RunRecord:
         """Store a run and start executing it; returns its record (``pending``).
 
         ``payload`` holds the body fields of the SDK's ``runs.create/stream/wait`` (already
         type-checked by the API). ``thread_id`` None makes a stateless run on a fresh thread.
         ``streamed``: the caller streams the run's events from its start (``runs.stream``).
+        ``run_id`` and ``new_thread_id`` (a stateless run's thread, reused if it exists): ids a
+        cron derives from its tick, so a tick fired again after its claimer died is the same run
+        (RunExists if it was created meanwhile: nothing stored).
 
         Raises:
             NotFound: assistant (a UUID), thread (``if_not_exists=reject``) or checkpoint.
@@ -140,7 +149,7 @@ class Runs:
         stateless = thread_id is None
         created = False  # a thread made for this run: deleted again if the run is refused
         if stateless:
-            thread_id = str(uuid.uuid4())
+            thread_id = new_thread_id or str(uuid.uuid4())
             # The run's metadata too, as langgraph-api: what a custom auth handler stamped on the
             # run (its owner) holds for the thread its filter reads.
             metadata = {
@@ -148,8 +157,12 @@ class Runs:
                 "assistant_id": assistant.assistant_id,
                 **(payload.get("metadata") or {}),
             }
-            await self.threads.create(principal, thread_id, metadata)
-            created = True
+            # A cron tick's thread, left by a claimer that died before its run: reused, and
+            # not deleted should this run be refused (it may hold that claimer's run).
+            reused = new_thread_id is not None and await self.threads.exists(thread_id)
+            if not reused:
+                await self.threads.create(principal, thread_id, metadata)
+            created = not reused
         else:
             try:
                 record = await self.threads.record(principal, thread_id)
@@ -165,7 +178,7 @@ class Runs:
         try:
             if not stateless:
                 await self._check_resume(assistant, thread_id, payload)
-            run = await self._store_run(principal, thread_id, payload, assistant, stateless, streamed)
+            run = await self._store_run(principal, thread_id, payload, assistant, stateless, streamed, run_id)
         except BaseException:
             if created:  # its quota slot back, no empty thread left behind (issue 18)
                 with contextlib.suppress(Exception):
@@ -181,13 +194,14 @@ class Runs:
         assistant: Assistant,
         stateless: bool,
         streamed: bool,
+        run_id: str | None = None,
     ) -> RunRecord:
         """The second half of :meth:`create`: count, store, start."""
         await self.threads.count_run(principal, thread_id, payload)
         strategy = payload.get("multitask_strategy") or "enqueue"
         now = now_iso()
         run = RunRecord(
-            run_id=str(uuid.uuid4()),
+            run_id=run_id or str(uuid.uuid4()),
             thread_id=thread_id,
             owner=principal,
             assistant_id=assistant.assistant_id,

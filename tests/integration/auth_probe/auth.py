@@ -80,3 +80,19 @@ async def store(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterTy
         raise Auth.exceptions.HTTPException(403, "forbidden namespace")
     value["namespace"] = (ctx.user.identity, *namespace)
     return {"shared": True} if "filtered" in ctx.permissions else None
+
+
+@auth.on.crons.create
+async def create_cron(ctx: Auth.types.AuthContext, value: dict) -> None:
+    """Stamps crons (unless asked not to) with what the `filtered` callers' filter lets them
+    see; refuses `deny`."""
+    metadata = value.get("metadata") or {}
+    if metadata.get("deny"):
+        raise Auth.exceptions.HTTPException(403, "deny crons are refused")
+    if not metadata.get("nostamp"):
+        value["metadata"] = {**metadata, "stamp": "yes"}
+
+
+@auth.on.crons
+async def crons(ctx: Auth.types.AuthContext, value: dict) -> Auth.types.FilterType | None:
+    return {"stamp": "yes"} if "filtered" in ctx.permissions else None

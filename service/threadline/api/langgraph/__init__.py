@@ -2,18 +2,18 @@
 router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starlette) in
 :mod:`.runs`, their stream slots in :mod:`threadline.api.streams`."""
 
-from threadline.api.langgraph import a2a, assistants, mcp, meta, protocol, runs, store, threads
+from threadline.api.langgraph import a2a, assistants, crons, mcp, meta, protocol, runs, store, threads
 
 ROUTERS = (
     meta.router,
     assistants.router,
     threads.router,
+    crons.router,
     runs.router,
     protocol.router,
     store.router,
     mcp.router,
     a2a.router,
-    meta.unserved,
 )
 
 __all__ = ["ROUTERS"]

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from threadline.api.deps import AssistantsDep, Authorize, CallerDep, Principal, StoreDep, ThreadsDep
+from threadline.api.deps import AssistantsDep, Authorize, CallerDep, CronsDep, Principal, StoreDep, ThreadsDep
 from threadline.api.langgraph.bodies import (
     AssistantCount,
     AssistantCreate,
@@ -122,10 +122,12 @@ async def delete(
     authorize: Authorize,
     assistants: AssistantsDep,
     threads: ThreadsDep,
+    crons: CronsDep,
     delete_threads: bool = False,
 ) -> Response:
     filters = await authorize.check("assistants", "delete", {"assistant_id": assistant_id})
     await assistants.delete(principal, assistant_id, filters)
+    await crons.forget(principal, assistant_id=assistant_id)  # as langgraph-api: its crons go too
     if delete_threads:
         # The caller's threads made for it (at most QUOTA_THREADS_PER_PRINCIPAL), a page at a time.
         while page := [

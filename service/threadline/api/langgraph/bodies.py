@@ -9,6 +9,7 @@ dropped.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -20,6 +21,10 @@ from threadline.store.tenant import MAX_TTL_MINUTES
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
 }
+
+
+# A URL a run's end is POSTed to; which ones pass is threadline.webhooks' (WEBHOOK_* settings).
+WebhookUrl = Annotated[str, StringConstraints(max_length=4096)]
 
 
 class _Body(BaseModel):
@@ -181,6 +186,17 @@ class CommandIn(_Body):
     goto: str | dict[str, Any] | list[str | dict[str, Any]] | None = None
 
 
+def checked_config(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run's ``config`` (of a run or a cron), refused with ValueError when malformed."""
+    if value is not None and not isinstance(value.get("configurable", {}), dict):
+        raise ValueError("config.configurable must be an object")
+    limit = (value or {}).get("recursion_limit")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        # A ceiling applies on top (MAX_RECURSION_LIMIT); this is only its type.
+        raise ValueError("config.recursion_limit must be an integer of at least 1")
+    return value
+
+
 class RunCreate(_Body):
     assistant_id: str = Field(min_length=1, max_length=128)
     input: Any = None
@@ -200,11 +216,7 @@ class RunCreate(_Body):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    webhook: str | None = Field(
-        default=None,
-        max_length=4096,
-        description="a URL the run's end is POSTed to (threadline.webhooks: WEBHOOK_* settings decide which)",
-    )
+    webhook: WebhookUrl | None = None
     after_seconds: None = Field(default=None, description="not supported")
 
     @field_validator("stream_mode")
@@ -215,13 +227,7 @@ class RunCreate(_Body):
     @field_validator("config")
     @classmethod
     def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and not isinstance(value.get("configurable", {}), dict):
-            raise ValueError("config.configurable must be an object")
-        limit = (value or {}).get("recursion_limit")
-        if limit is not None and (type(limit) is not int or limit < 1):
-            # A ceiling applies on top (MAX_RECURSION_LIMIT); this is only its type.
-            raise ValueError("config.recursion_limit must be an integer of at least 1")
-        return value
+        return checked_config(value)
 
     @model_validator(mode="after")
     def _command_wins(self) -> RunCreate:
@@ -278,3 +284,86 @@ class StoreNamespaces(_Body):
     max_depth: int | None = Field(default=None, ge=1)
     limit: int = Field(default=100, ge=1)
     offset: int = Field(default=0, ge=0)
+
+
+# -- crons (/runs/crons) --
+
+CronField = Literal[
+    "cron_id", "assistant_id", "thread_id", "on_run_completed", "end_time", "schedule", "timezone",
+    "created_at", "updated_at", "user_id", "payload", "next_run_date", "metadata", "enabled",
+]  # fmt: skip
+
+
+class _CronRun(_Body):
+    """The run fields of a cron, checked as a run's (the same types, the same refusals)."""
+
+    input: Any = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: StreamMode | list[StreamMode] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: bool | None = None
+    webhook: WebhookUrl | None = None
+    timezone: str | None = Field(default=None, max_length=64)
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_config(value)
+
+    def fields(self) -> dict[str, Any]:
+        """The fields the client sent (as langgraph-api keeps a cron's payload), ``end_time``
+        in UTC (one without a zone read as UTC)."""
+        fields = self.model_dump(exclude_unset=True)
+        end = getattr(self, "end_time", None)
+        if "end_time" in fields and end is not None:
+            fields["end_time"] = (end if end.tzinfo else end.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+        return fields
+
+
+class CronCreate(_CronRun):
+    schedule: str = Field(min_length=1, max_length=256)
+    assistant_id: str = Field(min_length=1, max_length=128)
+    end_time: datetime | None = None
+    on_run_completed: Literal["delete", "keep"] = "delete"
+    enabled: bool = True
+
+
+class ThreadCronCreate(_CronRun):
+    schedule: str = Field(min_length=1, max_length=256)
+    assistant_id: str = Field(min_length=1, max_length=128)
+    end_time: datetime | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    enabled: bool = True
+
+
+class CronPatch(_CronRun):
+    schedule: str | None = Field(default=None, min_length=1, max_length=256)
+    end_time: datetime | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    enabled: bool | None = None
+
+
+class CronSearch(_Body):
+    assistant_id: uuid.UUID | None = None
+    thread_id: uuid.UUID | None = None
+    enabled: bool | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal[
+        "cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"
+    ] = "created_at"  # fmt: skip
+    sort_order: Literal["asc", "desc"] = "desc"
+    select: list[CronField] | None = None
+
+
+class CronCount(_Body):
+    assistant_id: uuid.UUID | None = None
+    thread_id: uuid.UUID | None = None
+    metadata: dict[str, Any] | None = None

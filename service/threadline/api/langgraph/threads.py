@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
-from threadline.api.deps import Authorize, Principal, ThreadId, ThreadsDep
+from threadline.api.deps import Authorize, CronsDep, Principal, ThreadId, ThreadsDep
 from threadline.api.langgraph.bodies import (
     HistoryQuery,
     StateAt,
@@ -94,10 +94,11 @@ async def patch(
 
 @router.delete("/{thread_id}", status_code=204, responses=error_responses(404, 409))
 async def delete(
-    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep, crons: CronsDep
 ) -> Response:
     await authorize("threads", "delete", {"thread_id": thread_id})
     await threads.delete(principal, thread_id)
+    await crons.forget(principal, thread_id=thread_id)  # as langgraph-api: its crons go with it
     return Response(status_code=204)
 
 
