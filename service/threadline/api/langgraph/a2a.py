@@ -48,7 +48,7 @@ from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
 from threadline.runs import wire
-from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.assistants import Assistant, Assistants, graph_schemas
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -473,7 +473,7 @@ class _Context:
         assistant = await self._assistant()
         texts, data = self._parts(parts)
         if texts:
-            schemas = self.assistants.schemas(assistant)
+            schemas = graph_schemas(assistant.graph_id, assistant.graph)
             schema = schemas.get("input_schema") or schemas.get("state_schema") or {}
             if "messages" not in (schema.get("properties") or {}):
                 raise _Refused(
@@ -551,7 +551,13 @@ class _Context:
         assert self.runs is not None
         try:
             return await _create(
-                self.runs, self.caller, self.authorize, context_id or str(uuid.uuid4()), body, streamed
+                self.runs,
+                self.runtime,
+                self.caller,
+                self.authorize,
+                context_id or str(uuid.uuid4()),
+                body,
+                streamed,
             )
         except jsonrpc.REFUSALS as exc:
             raise _Refused.of(exc) from None
@@ -793,7 +799,7 @@ class _Context:
         except ValueError:
             raise _Refused(jsonrpc.INVALID_PARAMS, "Invalid assistant ID: must be a UUID") from None
         assistant = await self._assistant()
-        schemas = self.assistants.schemas(assistant)
+        schemas = graph_schemas(assistant.graph_id, assistant.graph)
         schema = schemas.get("input_schema") or schemas.get("state_schema") or {}
         properties = schema.get("properties") or {}
         name = assistant.as_dict()["name"]

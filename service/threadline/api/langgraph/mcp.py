@@ -30,7 +30,7 @@ from threadline.api.langgraph.bodies import AssistantSearch, RunCreate
 from threadline.api.langgraph.runs import _create
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
-from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.assistants import Assistant, Assistants, graph_schemas
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ async def _tool(
     except jsonrpc.REFUSALS as exc:
         jsonrpc.reraise_unavailable(exc)
         return None
-    schema = assistants.schemas(readable).get("input_schema")
+    schema = graph_schemas(readable.graph_id, readable.graph).get("input_schema")
     if schema is None:
         return None
     simplify_schema(schema)
@@ -282,7 +282,7 @@ async def _tools_call(
                 input=params.get("arguments") or {},
                 context=params.get("context"),
             )
-            run = await _create(runs, caller, authorize, None, body)
+            run = await _create(runs, runtime, caller, authorize, None, body)
         except jsonrpc.REFUSALS as exc:
             jsonrpc.reraise_unavailable(exc)
             slot.release()
