@@ -11,6 +11,10 @@ heartbeat lapses (its replica died, or was paused past its lease), any replica �
 on each, and whoever waits for the run — claims the run and executes it again from the
 thread's last checkpoint, which the run itself wrote (LangGraph reruns only the unfinished
 step). The lease's fencing token keeps a paused executor from writing after that.
+
+A delayed run (``after_seconds``) is created with its not-before time as its ``created_at``
+(as langgraph-api's): its executor waits, pending and beating, until then, so one that takes it
+over after a replica died waits for the same time (:func:`due_in`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import collections
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime
 
 from threadline import metrics
 from threadline.checkpoint.errors import FencedError
@@ -49,6 +55,14 @@ STATELESS_GRACE_SECONDS = 60.0
 # Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
 # within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
 SWEEP_SECONDS = 0.5
+
+
+def due_in(run: RunRecord) -> float:
+    """Seconds until ``run`` may start (<= 0: now): a delayed run's record holds its not-before
+    time as ``created_at``."""
+    if not run.kwargs.get("after_seconds"):
+        return 0.0
+    return datetime.fromisoformat(run.created_at).timestamp() - time.time()
 
 
 class _GiveUp(Exception):
@@ -138,7 +152,8 @@ class Executor:
             reject_if_busy=reject_if_busy,
             alive_seconds=self.heartbeat_seconds,
             executor=executor,
-            lease_ms=self.lease.lease_ms,
+            # A delayed run does not take the lease now: its turn comes at its time.
+            lease_ms=self.lease.lease_ms if due_in(run) <= 0 else 0,
             token_suffix=self.lease.token_suffix(),
             event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             max_queued=self.quota.queued_runs_per_thread,
@@ -460,6 +475,8 @@ class Executor:
     async def _run_when_first(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
+        if (wait := due_in(run)) > 0:  # pending until its time (it keeps its place in the queue)
+            await asyncio.sleep(wait)
         waits = delays(QUEUE_POLL_SECONDS, 1.0)
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
