@@ -115,7 +115,7 @@ async def test_a_delayed_run_keeps_its_place_and_can_be_cancelled(replicas, back
     a = clients[0]
     thread_id = (await a.threads.create())["thread_id"]
     asked = time.time()
-    late = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "late"}, after_seconds=1)
+    await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "late"}, after_seconds=1)
     # A run created after it waits behind it (a thread's runs start in the order they came).
     then = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "then"})
     await a.runs.join(thread_id, then["run_id"])
