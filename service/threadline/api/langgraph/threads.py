@@ -3,6 +3,7 @@ delete, prune, search, count, copy; storage; state and history."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -66,11 +67,16 @@ class PruneResult(BaseModel):
 async def create(
     body: ThreadCreate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
+    thread_id = body.thread_id or str(uuid.uuid4())
+    if body.supersteps:
+        # Applying them is an update of the thread, as on langgraph-api: asked first, so a
+        # refusal stores nothing.
+        await authorize("threads", "update", {"thread_id": thread_id, "metadata": dict(body.metadata or {})})
     value = {"thread_id": body.thread_id, "metadata": dict(body.metadata or {}), "if_exists": body.if_exists}
     value = await authorize("threads", "create", value)
     return await threads.create(
         principal,
-        body.thread_id,
+        thread_id,
         value.get("metadata"),
         body.if_exists,
         ttl=body.ttl.model_dump() if body.ttl else None,
