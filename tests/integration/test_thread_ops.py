@@ -33,6 +33,7 @@ ENV = {
     "TURN_LEASE_SECONDS": "1",
     "TURN_LEASE_WAIT_SECONDS": "10",
     "THREAD_TTL_SWEEP_SECONDS": "0.2",
+    "DRAIN_SECONDS": "20",
 }
 TINY_TTL = 0.02  # minutes: 1.2 s
 
@@ -107,6 +108,24 @@ async def test_a_delayed_run_starts_no_earlier_than_asked_and_survives_its_repli
     history = await b.threads.get_history(thread["thread_id"], limit=100)
     # Its first checkpoint was written when it started: no earlier than asked.
     assert min(_ts(s["created_at"]) for s in history) >= asked + 2
+
+
+async def test_a_delayed_run_does_not_hold_a_drain_and_is_handed_over(replicas) -> None:
+    procs, (a, b) = replicas("redis")
+    thread_id = (await a.threads.create())["thread_id"]
+    asked = time.time()
+    run = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "h"}, after_seconds=12)
+    stopping = time.monotonic()
+    procs[0].stop()  # SIGTERM: drained at once (DRAIN_SECONDS is 20), not at the run's time
+    assert time.monotonic() - stopping < 8
+
+    async def ended() -> dict | None:
+        got = await b.runs.get(thread_id, run["run_id"])
+        return got if got["status"] not in ("pending", "running") else None
+
+    assert (await until(ended, "the handed-over run to end", timeout=30))["status"] == "success"
+    history = await b.threads.get_history(thread_id, limit=100)
+    assert min(_ts(s["created_at"]) for s in history) >= asked + 12
 
 
 @pytest.mark.parametrize("backend", ["redis", "sqlite"])

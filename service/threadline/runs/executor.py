@@ -131,6 +131,9 @@ class Executor:
         self.followed_threads: collections.Counter[str] = collections.Counter()
         self.idle = asyncio.Event()
         self.idle.set()
+        # Executors here waiting for a delayed run's time: they do not keep a drain waiting (the
+        # run is handed over, or interrupted on a single-process backend, like a running one).
+        self._delayed = 0
 
     async def submit(
         self, run: RunRecord, assistant: Assistant, reject_if_busy: bool, streamed: bool
@@ -200,7 +203,7 @@ class Executor:
                 del self._logs[run.run_id]
             if not result.done():
                 result.set_result(None)  # ended without recording: joiners read the store
-            if not self._tasks:
+            if len(self._tasks) <= self._delayed:
                 self.idle.set()
 
         task.add_done_callback(done)
@@ -476,7 +479,15 @@ class Executor:
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
         if (wait := due_in(run)) > 0:  # pending until its time (it keeps its place in the queue)
-            await asyncio.sleep(wait)
+            self._delayed += 1
+            if len(self._tasks) <= self._delayed:
+                self.idle.set()
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self._delayed -= 1
+                if len(self._tasks) > self._delayed:
+                    self.idle.clear()
         waits = delays(QUEUE_POLL_SECONDS, 1.0)
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)
