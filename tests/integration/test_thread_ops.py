@@ -339,7 +339,8 @@ async def test_a_batch_of_stateless_runs_is_created_whole_or_not_at_all(replicas
             {"assistant_id": "steps", "input": {"steps": 1, "tag": "two"}, "after_seconds": 1},
         ]
     )
-    assert [r["status"] for r in made] == ["pending", "pending"]
+    # The first may be running already (it takes its idle thread as it is stored); the delayed one waits.
+    assert made[0]["status"] in ("pending", "running") and made[1]["status"] == "pending"
     assert len({r["thread_id"] for r in made}) == 2
     for run, tag in zip(made, ("one", "two"), strict=True):
         assert (await a.runs.join(run["thread_id"], run["run_id"]))["done"] == [f"{tag}1"]

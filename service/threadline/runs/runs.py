@@ -440,7 +440,9 @@ class Runs:
                 seen.add(run.run_id)
                 async for event in self.events(principal, thread_id, run.run_id, start, check=False):
                     yield run.run_id, event
-                start, since = None, max(since, run.created_at)
+                start = None
+                if not run.kwargs.get("after_seconds"):  # a delayed run's created_at is ahead
+                    since = max(since, run.created_at)
             todo = await self.records.runs_since(thread_id, since)
             if not todo:
                 if await self.records.get_thread(thread_id) is None:
