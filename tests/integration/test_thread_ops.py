@@ -11,6 +11,7 @@ TTLs are in minutes, as langgraph-api's, and fractions are taken: the tests use 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import datetime
@@ -152,6 +153,33 @@ async def test_a_delayed_run_keeps_its_place_and_can_be_cancelled(replicas, back
     await until(interrupted, "the delayed run to be cancelled")
     await until(lambda: _idle(a, thread_id), "the thread to be idle")
     assert (await a.threads.get_state(thread_id))["values"]["done"] == ["late1", "then1"]
+
+
+async def test_a_threads_follower_sees_a_delayed_run_and_the_runs_queued_behind_it(replicas) -> None:
+    _, (a, b) = replicas("redis")
+    thread_id = (await a.threads.create())["thread_id"]
+    first = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "f", "delay": 0.3})
+    seen: list[str] = []
+
+    async def follow() -> None:
+        async for part in await b.threads.join_stream(thread_id):
+            if part.event == "metadata" and part.data["run_id"] not in seen:
+                seen.append(part.data["run_id"])
+            if len(seen) == 3:
+                return
+
+    following = asyncio.create_task(follow())
+    await until(lambda: first["run_id"] in seen, "the follower to follow the first run")
+    late = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "l"}, after_seconds=2)
+    await until(lambda: _ended(a, thread_id, first["run_id"]), "the first run to end")
+    # Created while the delayed run waits (before its created_at), queued behind it.
+    then = await a.runs.create(thread_id, "steps", input={"steps": 1, "tag": "t"})
+    await asyncio.wait_for(following, 30)
+    assert seen == [first["run_id"], late["run_id"], then["run_id"]]
+
+
+async def _ended(client, thread_id: str, run_id: str) -> bool:
+    return (await client.runs.get(thread_id, run_id))["status"] == "success"
 
 
 async def _idle(client, thread_id: str) -> bool:
