@@ -13,7 +13,6 @@ from pydantic import BaseModel
 
 from threadline import access
 from threadline.api.deps import Authorize, Principal, ThreadId, ThreadsDep
-from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import (
     HistoryQuery,
     StateAt,
@@ -121,9 +120,8 @@ async def get(
         Query(max_length=256, description="comma-separated extra fields; supported: `ttl`"),
     ] = None,
 ) -> dict[str, Any]:
-    fields = {f.strip() for f in (include or "").split(",") if f.strip()}
-    if unknown := sorted(fields - {"ttl"}):
-        raise ApiError(422, "invalid_request", f"include: unknown fields {unknown} (supported: ttl)")
+    # Other names are ignored, as langgraph-api ignores them.
+    fields = {f.strip() for f in (include or "").split(",")}
     await authorize("threads", "read", {"thread_id": thread_id})
     return await threads.get(principal, thread_id, include_ttl="ttl" in fields)
 
