@@ -284,7 +284,7 @@ async def test_supersteps_apply_on_create_all_or_nothing(replicas, backend: str)
         tid = str(uuid.uuid4())
         bad_node = [steps[0], {"updates": [{"values": {}, "as_node": "nowhere"}]}]
         cases = [
-            ({"metadata": {"graph_id": "steps"}, "supersteps": bad_node}, 422),
+            ({"metadata": {"graph_id": "steps"}, "supersteps": bad_node}, 400),
             ({"supersteps": steps}, 400),  # no graph to apply them through
             ({"metadata": {"graph_id": "nope"}, "supersteps": steps}, 422),
             ({"metadata": {"graph_id": "steps"}, "supersteps": [{"updates": []}]}, 422),

@@ -399,8 +399,10 @@ class Threads:
         graph = self.assistant_of(record).graph
         for step in supersteps:
             for update in step["updates"]:
-                if update["as_node"] not in graph.nodes:
-                    raise Invalid(f"supersteps: as_node {update['as_node']!r} is not a node of the graph")
+                if update["as_node"] not in graph.nodes:  # 400, as langgraph-api answers it
+                    raise Invalid(
+                        f"supersteps: as_node {update['as_node']!r} is not a node of the graph", status=400
+                    )
 
     async def _apply_supersteps(self, record: ThreadRecord, supersteps: list[dict[str, Any]]) -> None:
         """Apply ``supersteps`` to the new thread ``record`` under its lease, one checkpoint per
