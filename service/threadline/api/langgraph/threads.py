@@ -83,7 +83,7 @@ async def create(
     )
 
 
-@router.post("/prune", responses=error_responses(404))
+@router.post("/prune", responses=error_responses(404, 409))  # 409: a run holds a thread
 async def prune(
     body: ThreadPrune, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> PruneResult:
