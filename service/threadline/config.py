@@ -309,6 +309,9 @@ class ServerSettings(_Group):
     # Candidates one search of the `redis` backend's store examines at most (filters and
     # exact semantic search are evaluated on them; ADR 0015).
     max_store_scan: int = Field(default=10_000, gt=0)
+    # Between two sweeps of expired threads (a thread `ttl`) on each replica, jittered ±50 %:
+    # a thread is deleted within this (x 1.5) after it expires.
+    thread_ttl_sweep_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Browser origins allowed to call the API (CORS), comma-separated: `*` is any origin, an
     # entry ending in `:*` any port (`http://localhost:*`); empty allows none. See api/cors.py.
     cors_allow_origins: str = ""

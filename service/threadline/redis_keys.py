@@ -35,6 +35,8 @@ key                 type    holds
 ``tl:{T}:run:R:x``  LIST    cancel request of run ``R`` (its executor polls for it)
 ``tl:{T}:run:R:hb`` STRING  heartbeat of run ``R``'s executor, PEXPIREd (absent: it died)
 ``tl:owner:<h>``    ZSET    thread ids of the principal whose name hashes to ``h``, by creation
+``tl:threads:ttl``  ZSET    thread ids with a TTL, by expiry (ms): what each replica's TTL
+                            sweep claims from (:mod:`threadline.runs.threads`)
 ``tl:runs:active``  ZSET    ``<T> <R>`` of every pending or running API run, by creation (µs):
                             what each replica's orphan sweep reads (ADR 0010)
 ``tl:store:{L}:…``  …       long-term memory under root label ``L`` (index ``x``, items
@@ -173,6 +175,11 @@ def thread_watch_key(thread_id: str) -> str:
 def run_heartbeat_key(thread_id: str, run_id: str) -> str:
     """Present while the executor of run ``run_id`` lives (renewed with a short TTL)."""
     return f"{run_key(thread_id, run_id)}:hb"
+
+
+def thread_expiry_key() -> str:
+    """Thread ids with a TTL, scored by when they expire (ms)."""
+    return f"{PREFIX}:threads:ttl"
 
 
 def active_runs_key() -> str:

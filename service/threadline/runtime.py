@@ -148,6 +148,8 @@ class Runtime:
             self.threads = Threads(
                 stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas
             )
+            stack.push_async_callback(self.threads.aclose)
+            self.threads.start_ttl_sweep(self.settings.server.thread_ttl_sweep_seconds)
             # Without custom auth each principal's items live under a namespace of its own; with
             # it, the @auth.on.store handlers decide (threadline.store.tenant).
             scoped = self.custom_auth is None

@@ -492,3 +492,26 @@ async def test_a_custom_auth_filter_is_applied_as_the_store_reads(store: RecordS
     assert await store.get_thread(hidden.thread_id, visible) is None
     assert (await store.get_thread(public.thread_id, visible)).thread_id == public.thread_id
     assert await store.get_thread(hidden.thread_id) is not None  # no filter: the record as it is
+
+
+async def test_expired_threads_are_claimed_once_until_retried_and_keep_their_ttl(store: RecordStore) -> None:
+    due, later, gone = thread(), thread(), thread()
+    due.ttl = {"strategy": "delete", "ttl_minutes": 1, "expires_at": now_iso()}
+    for record in (due, later, gone):
+        await store.create_thread(record)
+    now = 1_000_000.0
+    await store.expire_thread(due.thread_id, now - 1)
+    await store.expire_thread(later.thread_id, now + 60)
+    await store.expire_thread(gone.thread_id, now - 2)
+    await store.delete_thread(gone.thread_id)  # leaves the index with its thread
+    got = await store.get_thread(due.thread_id)
+    assert got is not None and got.ttl == due.ttl  # the record holds the TTL
+    # One sweep claims what is due; another sweep meanwhile gets nothing, until the retry.
+    assert await store.expired_threads(now, 10, 30) == [due.thread_id]
+    assert await store.expired_threads(now + 29, 10, 30) == []
+    assert await store.expired_threads(now + 30, 10, 30) == [due.thread_id]
+    await store.expire_thread(due.thread_id, None)
+    assert await store.expired_threads(now + 100, 10, 30) == [later.thread_id]
+    await store.update_thread(later.thread_id, ttl=None)
+    got = await store.get_thread(later.thread_id)
+    assert got is not None and got.ttl is None

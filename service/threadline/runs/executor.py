@@ -11,6 +11,10 @@ heartbeat lapses (its replica died, or was paused past its lease), any replica �
 on each, and whoever waits for the run — claims the run and executes it again from the
 thread's last checkpoint, which the run itself wrote (LangGraph reruns only the unfinished
 step). The lease's fencing token keeps a paused executor from writing after that.
+
+A delayed run (``after_seconds``) is created with its not-before time as its ``created_at``
+(as langgraph-api's): its executor waits, pending and beating, until then, so one that takes it
+over after a replica died waits for the same time (:func:`due_in`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import collections
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from datetime import datetime
 
 from threadline import metrics
 from threadline.checkpoint.errors import FencedError
@@ -49,6 +55,14 @@ STATELESS_GRACE_SECONDS = 60.0
 # Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
 # within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
 SWEEP_SECONDS = 0.5
+
+
+def due_in(run: RunRecord) -> float:
+    """Seconds until ``run`` may start (<= 0: now): a delayed run's record holds its not-before
+    time as ``created_at``."""
+    if not run.kwargs.get("after_seconds"):
+        return 0.0
+    return datetime.fromisoformat(run.created_at).timestamp() - time.time()
 
 
 class _GiveUp(Exception):
@@ -122,6 +136,9 @@ class Executor:
         # (the one recorded end, whichever replica or attempt: RecordStore.finish_run); must
         # neither raise nor wait (the run's webhook: threadline.webhooks).
         self.on_finish: Callable[[RunRecord, str, bytes, str | None], None] | None = None
+        # Executors here waiting for a delayed run's time: they do not keep a drain waiting (the
+        # run is handed over, or interrupted on a single-process backend, like a running one).
+        self._delayed = 0
 
     async def submit(
         self, run: RunRecord, assistant: Assistant, reject_if_busy: bool, streamed: bool
@@ -143,7 +160,8 @@ class Executor:
             reject_if_busy=reject_if_busy,
             alive_seconds=self.heartbeat_seconds,
             executor=executor,
-            lease_ms=self.lease.lease_ms,
+            # A delayed run does not take the lease now: its turn comes at its time.
+            lease_ms=self.lease.lease_ms if due_in(run) <= 0 else 0,
             token_suffix=self.lease.token_suffix(),
             event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             max_queued=self.quota.queued_runs_per_thread,
@@ -190,7 +208,7 @@ class Executor:
                 del self._logs[run.run_id]
             if not result.done():
                 result.set_result(None)  # ended without recording: joiners read the store
-            if not self._tasks:
+            if len(self._tasks) <= self._delayed:
                 self.idle.set()
 
         task.add_done_callback(done)
@@ -467,6 +485,16 @@ class Executor:
     async def _run_when_first(
         self, run: RunRecord, assistant: Assistant, attempt: int, turn: _Turn, first: bool = False
     ) -> tuple[str, str, bytes]:
+        if (wait := due_in(run)) > 0:  # pending until its time (it keeps its place in the queue)
+            self._delayed += 1
+            if len(self._tasks) <= self._delayed:
+                self.idle.set()
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self._delayed -= 1
+                if len(self._tasks) > self._delayed:
+                    self.idle.clear()
         waits = delays(QUEUE_POLL_SECONDS, 1.0)
         while not first and (head := await self.records.first_active_run(run.thread_id)) != run.run_id:
             if head is None:  # deleted meanwhile (its thread was deleted)

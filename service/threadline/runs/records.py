@@ -71,6 +71,9 @@ class ThreadRecord:
     updated_at: str
     metadata: dict[str, Any] = field(default_factory=dict)
     status: ThreadStatus = "idle"
+    # The thread's time to live (``{"strategy", "ttl_minutes", "expires_at"}``, the API's
+    # ``include=ttl`` shape), or None: none.
+    ttl: dict[str, Any] | None = None
 
 
 @dataclass
@@ -152,6 +155,17 @@ class RecordStore(Protocol):
 
     async def threads_of(self, owner: str, filters: Filters | None = None) -> list[ThreadRecord]:
         """Every thread record of ``owner`` whose metadata passes ``filters``, newest first."""
+        ...
+
+    async def expire_thread(self, thread_id: str, at: float | None) -> None:
+        """Index the thread to expire at ``at`` (epoch seconds; None: never). The index is a
+        hint for :meth:`expired_threads`; the record's ``ttl`` is the truth."""
+        ...
+
+    async def expired_threads(self, now: float, limit: int, retry_seconds: float) -> list[str]:
+        """Claim at most ``limit`` threads indexed to expire by ``now``: each is indexed again
+        ``retry_seconds`` later in the same step, so no other replica's sweep takes it
+        meanwhile, and one whose sweeper died is taken again then."""
         ...
 
     async def create_and_start_run(

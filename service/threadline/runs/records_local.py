@@ -53,6 +53,7 @@ class LocalRecordStore:
         self._cancel_actions: dict[str, str] = {}
         # Ended runs whose events are kept, oldest first: (monotonic deadline, run id).
         self._kept: collections.deque[tuple[float, str]] = collections.deque()
+        self._expiry: dict[str, float] = {}  # thread → when it expires (epoch seconds)
 
     async def ping(self) -> None:
         return None
@@ -75,6 +76,7 @@ class LocalRecordStore:
 
     async def delete_thread(self, thread_id: str) -> None:
         self._threads.pop(thread_id, None)
+        self._expiry.pop(thread_id, None)
         self._queues.pop(thread_id, None)
         for run_id in self._runs.pop(thread_id, {}):
             self._events.pop(run_id, None)
@@ -89,6 +91,18 @@ class LocalRecordStore:
             if t.owner == owner and access.matches(t.metadata, filters)
         ]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)
+
+    async def expire_thread(self, thread_id: str, at: float | None) -> None:
+        if at is None:
+            self._expiry.pop(thread_id, None)
+        else:
+            self._expiry[thread_id] = at
+
+    async def expired_threads(self, now: float, limit: int, retry_seconds: float) -> list[str]:
+        due = [thread_id for thread_id, at in self._expiry.items() if at <= now][:limit]
+        for thread_id in due:
+            self._expiry[thread_id] = now + retry_seconds
+        return due
 
     async def create_and_start_run(
         self,

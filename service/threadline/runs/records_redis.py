@@ -36,6 +36,7 @@ from threadline.redis_keys import (
     run_queue_key,
     run_watch_key,
     runs_index_key,
+    thread_expiry_key,
     thread_record_key,
     thread_watch_key,
 )
@@ -137,6 +138,7 @@ class RedisRecordStore:
                 run_heartbeat_key(thread_id, run_id),
             ]
         await self._client.delete(*keys)
+        await self._client.zrem(thread_expiry_key(), thread_id)
         if record is not None:
             await self._client.zrem(owner_threads_key(codec.owner_digest(record.owner)), thread_id)
 
@@ -159,6 +161,17 @@ class RedisRecordStore:
         if gone:  # expired or deleted threads: drop them from the index
             await self._client.zrem(index, *gone)
         return records
+
+    async def expire_thread(self, thread_id: str, at: float | None) -> None:
+        if at is None:
+            await self._client.zrem(thread_expiry_key(), thread_id)
+        else:
+            await self._client.zadd(thread_expiry_key(), {thread_id: int(at * 1000)})
+
+    async def expired_threads(self, now: float, limit: int, retry_seconds: float) -> list[str]:
+        args = [int(now * 1000), int(retry_seconds * 1000), limit]
+        due = await self._scripts["claim_expired"](keys=[thread_expiry_key()], args=args)
+        return [codec.text(t) for t in due]  # type: ignore[misc]
 
     # -- runs --
 

@@ -36,12 +36,12 @@ def cancel_action(stored: bytes) -> str:
 
 # The hash fields of a record, in the order they are written; the JSON ones are dumped, the
 # others stored as they are (text).
-THREAD_FIELDS = ("owner", "created_at", "updated_at", "status", "metadata")
+THREAD_FIELDS = ("owner", "created_at", "updated_at", "status", "metadata", "ttl")
 RUN_FIELDS = (
     "run_id", "thread_id", "owner", "assistant_id", "created_at", "updated_at", "status",
     "metadata", "multitask_strategy", "kwargs",
 )  # fmt: skip
-JSON_FIELDS = frozenset({"metadata", "kwargs"})
+JSON_FIELDS = frozenset({"metadata", "kwargs", "ttl"})
 
 
 def encode_fields(pairs: Iterable[tuple[str, Any]]) -> list[Any]:
@@ -70,6 +70,7 @@ def decode_thread(thread_id: str, row: dict[bytes, bytes]) -> ThreadRecord | Non
         updated_at=row[b"updated_at"].decode(),
         metadata=orjson.loads(row[b"metadata"]),
         status=row[b"status"].decode(),
+        ttl=orjson.loads(row[b"ttl"]) if b"ttl" in row else None,  # absent before issue 23
     )
 
 

@@ -185,7 +185,16 @@ CLAIM = """
     """
 
 # By the names the store calls them.
+# KEYS[1] the thread expiry index; ARGV[1] now (ms), ARGV[2] retry (ms), ARGV[3] limit. Returns
+# the thread ids due by now, each indexed again at now + retry (claimed by this caller).
+CLAIM_EXPIRED = """
+    local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
+    for _, id in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[1] + ARGV[2], id) end
+    return due
+    """
+
 SCRIPTS: dict[str, str] = {
+    "claim_expired": CLAIM_EXPIRED,
     "create_thread": CREATE_THREAD,
     "update_thread": UPDATE_THREAD,
     "create_run": CREATE_RUN,

@@ -24,6 +24,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from typing import Any
 
 from threadline.config import QuotaSettings
@@ -186,6 +187,16 @@ class Runs:
             raise
         return run
 
+    async def check(self, principal: str, payload: dict[str, Any]) -> None:
+        """What :meth:`create` checks of ``payload`` before it stores anything (assistant,
+        input), without storing: a batch checks every run so first.
+
+        Raises:
+            NotFound, Invalid: as :meth:`create`.
+        """
+        assistant = await self.assistants.get(principal, payload["assistant_id"])
+        check_input(assistant, self.assistants.run_payload(assistant, payload))
+
     async def _store_run(
         self,
         principal: str,
@@ -205,7 +216,8 @@ class Runs:
             thread_id=thread_id,
             owner=principal,
             assistant_id=assistant.assistant_id,
-            created_at=now,
+            # A delayed run's not-before time, as langgraph-api's (executor.due_in).
+            created_at=_later(now, payload.get("after_seconds")),
             updated_at=now,
             status="pending",
             metadata=dict(payload.get("metadata") or {}),
@@ -442,7 +454,9 @@ class Runs:
                 seen.add(run.run_id)
                 async for event in self.events(principal, thread_id, run.run_id, start, check=False):
                     yield run.run_id, event
-                start, since = None, max(since, run.created_at)
+                start = None
+                if not run.kwargs.get("after_seconds"):  # a delayed run's created_at is ahead
+                    since = max(since, run.created_at)
             todo = await self.records.runs_since(thread_id, since)
             if not todo:
                 if await self.records.get_thread(thread_id) is None:
@@ -475,6 +489,10 @@ class Runs:
         if run.status in ACTIVE_RUN_STATUSES:
             raise Conflict("run_active", "the run is pending or running; cancel it first")
         await self.records.delete_run(thread_id, run_id)
+
+
+def _later(iso: str, seconds: float | None) -> str:
+    return (datetime.fromisoformat(iso) + timedelta(seconds=seconds)).isoformat() if seconds else iso
 
 
 def run_dict(run: RunRecord) -> dict[str, Any]:

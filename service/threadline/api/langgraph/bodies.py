@@ -1,9 +1,10 @@
 """Request bodies of the LangGraph API, as the SDK sends them (``langgraph_sdk/_async``).
 
 Fields the SDK may send and threadline does not act on are accepted and ignored only where
-ignoring them changes nothing for the client (tracing, feedback keys); a field that would change
-what happens (``after_seconds``, ``supersteps``) is refused with 422 rather than silently
-dropped.
+ignoring them changes nothing for the client (tracing, feedback keys).
+
+Every list a body carries is bounded (``MAX_*`` below, in the spec as ``maxItems``), and so is
+every number that makes the server wait or keep something (``after_seconds``, a thread's ``ttl``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,30 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from threadline.runs.events import StreamMode
 from threadline.runs.records import ID_PATTERN, ThreadStatus
 from threadline.store.tenant import MAX_TTL_MINUTES
+
+# A delayed run starts at most a day after its creation (its executor waits for it meanwhile).
+MAX_AFTER_SECONDS = 86_400
+# A thread's TTL: at most a year, in minutes (fractions too, as langgraph-api takes a number).
+MAX_THREAD_TTL_MINUTES = 525_600
+# Supersteps one thread creation applies, and updates in one superstep.
+MAX_SUPERSTEPS = 100
+MAX_SUPERSTEP_UPDATES = 100
+# Runs one POST /runs/batch creates; threads one POST /threads/prune prunes.
+MAX_BATCH_RUNS = 100
+MAX_PRUNE_THREADS = 1000
 
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "the run's events as server-sent events"}
@@ -60,17 +80,54 @@ class CheckpointIn(_Body):
     checkpoint_map: dict[str, Any] | None = None
 
 
+class CommandIn(_Body):
+    update: Any = None
+    resume: Any = None
+    goto: str | dict[str, Any] | list[str | dict[str, Any]] | None = None
+
+
+class ThreadTTL(_Body):
+    """A thread's time to live: once ``ttl`` minutes have passed since it was set, the thread
+    is deleted (``delete``) or pruned to its latest checkpoint (``keep_latest``)."""
+
+    strategy: Literal["delete", "keep_latest"] = "delete"
+    ttl: float = Field(gt=0, le=MAX_THREAD_TTL_MINUTES, description="minutes from now")
+
+
+class SuperstepUpdate(_Body):
+    values: dict[str, Any] | list[Any] | None = None
+    command: CommandIn | None = None
+    as_node: str = Field(min_length=1, max_length=256)
+
+
+class Superstep(_Body):
+    updates: list[SuperstepUpdate] = Field(min_length=1, max_length=MAX_SUPERSTEP_UPDATES)
+
+
 class ThreadCreate(_Body):
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
-    supersteps: None = Field(
-        default=None, description="not supported: create the thread, then update its state"
+    ttl: ThreadTTL | None = None
+    supersteps: list[Superstep] | None = Field(
+        default=None,
+        max_length=MAX_SUPERSTEPS,
+        description="state updates applied to the new thread, one superstep after another "
+        "(as `update_state` with `as_node`); all or nothing: a superstep that does not fit the "
+        "graph leaves no thread",
     )
 
 
 class ThreadPatch(_Body):
     metadata: dict[str, Any] | None = None
+    ttl: ThreadTTL | None = None
+
+
+class ThreadPrune(_Body):
+    thread_ids: list[Annotated[str, StringConstraints(pattern=ID_PATTERN)]] = Field(
+        max_length=MAX_PRUNE_THREADS
+    )
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class ThreadSearch(_Body):
@@ -180,12 +237,6 @@ class AssistantCount(_Body):
     name: str | None = None
 
 
-class CommandIn(_Body):
-    update: Any = None
-    resume: Any = None
-    goto: str | dict[str, Any] | list[str | dict[str, Any]] | None = None
-
-
 def checked_config(value: dict[str, Any] | None) -> dict[str, Any] | None:
     """A run's ``config`` (of a run or a cron), refused with ValueError when malformed."""
     if value is not None and not isinstance(value.get("configurable", {}), dict):
@@ -217,7 +268,12 @@ class RunCreate(_Body):
     on_completion: Literal["delete", "keep"] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     webhook: WebhookUrl | None = None
-    after_seconds: None = Field(default=None, description="not supported")
+    after_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_AFTER_SECONDS,
+        description="seconds to wait before starting the run (it stays pending until then)",
+    )
 
     @field_validator("stream_mode")
     @classmethod
@@ -239,7 +295,16 @@ class RunCreate(_Body):
 
     def payload(self) -> dict[str, Any]:
         """The fields the runs layer reads (plain JSON values)."""
-        return self.model_dump(exclude={"after_seconds"}, exclude_none=True)
+        payload = self.model_dump(exclude_none=True)
+        if not payload.get("after_seconds"):
+            payload.pop("after_seconds", None)
+        return payload
+
+
+class RunBatch(RootModel[list[RunCreate]]):
+    """Stateless background runs, created together (``POST /runs/batch``)."""
+
+    root: list[RunCreate] = Field(min_length=1, max_length=MAX_BATCH_RUNS)
 
 
 class RunsCancel(_Body):

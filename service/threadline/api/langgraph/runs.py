@@ -33,7 +33,14 @@ from threadline.api.deps import (
     ThreadId,
 )
 from threadline.api.errors import ApiError
-from threadline.api.langgraph.bodies import SSE_RESPONSE, RunCreate, RunField, RunsCancel, selected
+from threadline.api.langgraph.bodies import (
+    SSE_RESPONSE,
+    RunBatch,
+    RunCreate,
+    RunField,
+    RunsCancel,
+    selected,
+)
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
@@ -410,6 +417,24 @@ async def create_stateless(
 ) -> Response:
     run = await _create(runs, runtime, caller, authorize, None, body)
     return _json(run_dict(run), _where(run))
+
+
+@router.post("/runs/batch", responses=error_responses(404, 409, 429))
+async def create_batch(body: RunBatch, runs: RunsDep, caller: CallerDep, authorize: Authorize) -> Response:
+    """Stateless background runs, one per item. Every item is checked (assistant, input) before
+    any run is stored; a run refused after others were created (a quota, a custom auth
+    handler) cancels those, so a batch is created whole or not at all."""
+    for item in body.root:
+        await runs.check(caller.identity, item.payload())
+    created: list[RunRecord] = []
+    try:
+        for item in body.root:
+            created.append(await _create(runs, caller, authorize, None, item))
+    except BaseException:
+        for run in created:
+            await _cancel_quietly(runs, caller.identity, run)
+        raise
+    return _json([run_dict(run) for run in created], {})
 
 
 @router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})

@@ -1,13 +1,17 @@
-"""``/threads``: create, read, update, delete, search, count, copy; state and history."""
+"""``/threads``: create (with ``ttl`` and ``supersteps``), read (``include=ttl``), update,
+delete, prune, search, count, copy; storage; state and history."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
+from threadline import access
 from threadline.api.deps import Authorize, CronsDep, Principal, ThreadId, ThreadsDep
 from threadline.api.langgraph.bodies import (
     HistoryQuery,
@@ -16,6 +20,7 @@ from threadline.api.langgraph.bodies import (
     ThreadCount,
     ThreadCreate,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
 )
 from threadline.api.openapi import error_responses
@@ -53,13 +58,42 @@ async def _search_query(authorize: Authorize, body: ThreadSearch | ThreadCount) 
     return {key: value.get(key, query[key]) for key in query}
 
 
-@router.post("", responses=error_responses(404, 409, 429))
+class PruneResult(BaseModel):
+    pruned_count: int
+
+
+@router.post("", responses=error_responses(400, 404, 409, 413, 429))  # 400: supersteps, no graph_id
 async def create(
     body: ThreadCreate, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
+    thread_id = body.thread_id or str(uuid.uuid4())
+    if body.supersteps:
+        # Applying them is an update of the thread, as on langgraph-api: asked first, so a
+        # refusal stores nothing.
+        await authorize("threads", "update", {"thread_id": thread_id, "metadata": dict(body.metadata or {})})
     value = {"thread_id": body.thread_id, "metadata": dict(body.metadata or {}), "if_exists": body.if_exists}
     value = await authorize("threads", "create", value)
-    return await threads.create(principal, body.thread_id, value.get("metadata"), body.if_exists)
+    return await threads.create(
+        principal,
+        thread_id,
+        value.get("metadata"),
+        body.if_exists,
+        ttl=body.ttl.model_dump() if body.ttl else None,
+        supersteps=[s.model_dump(exclude_none=True) for s in body.supersteps or []] or None,
+    )
+
+
+@router.post("/prune", responses=error_responses(404, 409))  # 409: a run holds a thread
+async def prune(
+    body: ThreadPrune, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> PruneResult:
+    """Delete the caller's threads among ``thread_ids`` (``delete``), or drop all but their
+    latest checkpoint (``keep_latest``, where the checkpointer can: else 422). Unknown threads
+    and other principals' are skipped; with a custom auth filter, one the filter excludes is a
+    404 and nothing is pruned (as langgraph-api)."""
+    await authorize("threads", "delete", {"thread_ids": list(body.thread_ids)})
+    strict = access.current() is not None
+    return PruneResult(pruned_count=await threads.prune(principal, body.thread_ids, body.strategy, strict))
 
 
 @router.post("/search", response_model=list[dict[str, Any]])
@@ -77,19 +111,39 @@ async def count(body: ThreadCount, principal: Principal, authorize: Authorize, t
 
 @router.get("/{thread_id}", responses=error_responses(404))
 async def get(
-    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+    thread_id: ThreadId,
+    principal: Principal,
+    authorize: Authorize,
+    threads: ThreadsDep,
+    include: Annotated[
+        str | None,
+        Query(max_length=256, description="comma-separated extra fields; supported: `ttl`"),
+    ] = None,
 ) -> dict[str, Any]:
+    # Other names are ignored, as langgraph-api ignores them.
+    fields = {f.strip() for f in (include or "").split(",")}
     await authorize("threads", "read", {"thread_id": thread_id})
-    return await threads.get(principal, thread_id)
+    return await threads.get(principal, thread_id, include_ttl="ttl" in fields)
 
 
-@router.patch("/{thread_id}", responses=error_responses(404, 429))
+@router.patch("/{thread_id}", responses=error_responses(404, 413, 429))
 async def patch(
     thread_id: ThreadId, body: ThreadPatch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> dict[str, Any]:
     value = {"thread_id": thread_id, "metadata": dict(body.metadata or {})}
     value = await authorize("threads", "update", value)
-    return await threads.update(principal, thread_id, value.get("metadata"))
+    ttl = body.ttl.model_dump() if body.ttl else None
+    return await threads.update(principal, thread_id, value.get("metadata"), ttl)
+
+
+@router.get("/{thread_id}/storage", responses=error_responses(404))
+async def storage(
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+) -> dict[str, Any]:
+    """Bytes the thread's checkpoints occupy: checkpoints, channel values (per channel) and
+    pending writes, as the checkpointer's serializer encodes them."""
+    await authorize("threads", "read", {"thread_id": thread_id})
+    return await threads.storage(principal, thread_id)
 
 
 @router.delete("/{thread_id}", status_code=204, responses=error_responses(404, 409))
