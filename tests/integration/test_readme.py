@@ -85,6 +85,7 @@ def test_readme_sdk_session_against_make_run(tmp_path):
     assert lines[2].startswith("turn 2 · history") and lines[2].endswith("you said: stream it")
     assert lines[3].startswith("turn 3 · history") and lines[3].endswith("you said: bye")
     assert lines[4] == "idle 6"
+    assert lines[5] == "support 2"
 
 
 def test_readme_memory_session_against_make_run(tmp_path):

@@ -311,9 +311,23 @@ const checks = {
     assert.equal(put.status, 422);
     assert.ok(put.body.detail, JSON.stringify(put.body));
   },
-  async "crons: not served, 404 with detail"() {
-    const error = await rejects(A.crons.search(), 404);
-    assert.match(error.message, /not|served/i);
+  async "crons: create on a thread and stateless, search, count, update, delete"() {
+    const suite = `js${Date.now()}${Math.random()}`;
+    const thread = await A.threads.create();
+    // A schedule far off: nothing fires during the check.
+    const onThread = await A.crons.createForThread(thread.thread_id, "chat", { schedule: "0 0 1 1 *", input: HI("tick"), metadata: { suite } });
+    const stateless = await B.crons.create("chat", { schedule: "0 0 1 1 *", input: HI("tock"), metadata: { suite } });
+    assert.equal(onThread.thread_id, thread.thread_id);
+    assert.equal(stateless.thread_id, null);
+    const found = await A.crons.search({ metadata: { suite }, sortBy: "created_at", sortOrder: "asc" });
+    assert.deepEqual(found.map((c) => c.cron_id), [onThread.cron_id, stateless.cron_id]);
+    assert.equal(await B.crons.count({ threadId: thread.thread_id }), 1);
+    const updated = await B.crons.update(stateless.cron_id, { schedule: "0 0 2 1 *", enabled: false });
+    assert.deepEqual([updated.schedule, updated.enabled], ["0 0 2 1 *", false]);
+    await A.crons.delete(onThread.cron_id);
+    await B.crons.delete(stateless.cron_id);
+    assert.equal(await A.crons.count({ metadata: { suite } }), 0);
+    await rejects(B.crons.create("chat", { schedule: "not a schedule" }), 422);
   },
 };
 

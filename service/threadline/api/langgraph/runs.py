@@ -420,7 +420,9 @@ async def create_stateless(
 
 
 @router.post("/runs/batch", responses=error_responses(404, 409, 429))
-async def create_batch(body: RunBatch, runs: RunsDep, caller: CallerDep, authorize: Authorize) -> Response:
+async def create_batch(
+    body: RunBatch, runs: RunsDep, runtime: RuntimeDep, caller: CallerDep, authorize: Authorize
+) -> Response:
     """Stateless background runs, one per item. Every item is checked (assistant, input) before
     any run is stored; a run refused after others were created (a quota, a custom auth
     handler) cancels those, so a batch is created whole or not at all."""
@@ -429,7 +431,7 @@ async def create_batch(body: RunBatch, runs: RunsDep, caller: CallerDep, authori
     created: list[RunRecord] = []
     try:
         for item in body.root:
-            created.append(await _create(runs, caller, authorize, None, item))
+            created.append(await _create(runs, runtime, caller, authorize, None, item))
     except BaseException:
         for run in created:
             await _cancel_quietly(runs, caller.identity, run)
