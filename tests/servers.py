@@ -658,6 +658,17 @@ def redis_env(redis: RedisServer, **extra: str) -> dict[str, str]:
     }
 
 
+def sqlite_env(path: Path, **extra: str) -> dict[str, str]:
+    """One replica on the SQLite file ``path`` (sessions in its memory)."""
+    return {
+        "CHECKPOINT_BACKEND": "sqlite",
+        "CHECKPOINT_SQLITE_PATH": str(path),
+        "SESSION_BACKEND": "memory",
+        "API_KEYS": _test_api_keys(),
+        **extra,
+    }
+
+
 def _test_api_keys() -> str:
     from client import API_KEYS
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from servers import ServiceProcess
+from servers import ServiceProcess, redis_env, sqlite_env
 
 
 @pytest.fixture
@@ -22,3 +22,30 @@ def start_replica(tmp_path) -> Iterator[Callable[..., ServiceProcess]]:
     yield start
     for replica in started:
         replica.kill()
+
+
+@pytest.fixture
+def replicas_on(fresh_redis, start_replica, tmp_path) -> Callable[..., list[ServiceProcess]]:
+    """``replicas_on("redis", **env)``: two replicas on one Redis of the test's own;
+    ``replicas_on("sqlite", **env)``: one replica on a SQLite file (its lock is per process)."""
+
+    def start(backend: str = "redis", **env: str) -> list[ServiceProcess]:
+        if backend == "redis":
+            return [start_replica(redis_env(fresh_redis, **env), name) for name in ("a", "b")]
+        return [start_replica(sqlite_env(tmp_path / "cp.sqlite", **env), "only")]
+
+    return start
+
+
+@pytest.fixture
+def sdk_replicas(replicas_on) -> Callable[..., tuple[list[ServiceProcess], list]]:
+    """As :func:`replicas_on`, with a ``langgraph-sdk`` client of alice's for each replica."""
+    from langgraph_sdk import get_client
+
+    from client import API_KEY
+
+    def start(backend: str = "redis", **env: str) -> tuple[list[ServiceProcess], list]:
+        procs = replicas_on(backend, **env)
+        return procs, [get_client(url=p.url, api_key=API_KEY) for p in procs]
+
+    return start

@@ -17,8 +17,7 @@ from a2a.types import DataPart, Message, Part, Role, TaskQueryParams, TaskState,
 
 from threadline.runs.assistants import assistant_id_of
 
-from client import API_KEY, API_KEYS, OTHER_KEY, expected_reply
-from servers import redis_env
+from client import API_KEY, OTHER_KEY, expected_reply
 
 pytestmark = pytest.mark.integration
 
@@ -27,21 +26,9 @@ CHAT = assistant_id_of("chat")
 
 
 @pytest.fixture
-def replicas(fresh_redis, start_replica, tmp_path):
+def replicas(replicas_on):
     """Two replicas on one Redis, or (``"sqlite"``) one on a SQLite file."""
-
-    def start(backend: str, **env: str):
-        if backend == "redis":
-            return [start_replica(redis_env(fresh_redis, **env), name) for name in ("a", "b")]
-        env |= {
-            "CHECKPOINT_BACKEND": "sqlite",
-            "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-            "SESSION_BACKEND": "memory",
-            "API_KEYS": API_KEYS,
-        }
-        return [start_replica(env, "only")]
-
-    return start
+    return replicas_on
 
 
 def _message(*parts: Part, context_id: str | None = None, task_id: str | None = None) -> Message:

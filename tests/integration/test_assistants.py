@@ -15,8 +15,8 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from threadline.runs.assistants import assistant_id_of
 
-from client import API_KEY, API_KEYS, OTHER_KEY
-from servers import redis_env, until
+from client import API_KEY, OTHER_KEY
+from servers import until
 
 pytestmark = pytest.mark.integration
 
@@ -37,29 +37,15 @@ def _status(exc: pytest.ExceptionInfo) -> int:
 
 
 @pytest.fixture
-def replicas(fresh_redis, start_replica, tmp_path):
-    """Two replicas on one Redis, or (``"sqlite"``) one replica on a SQLite file."""
-
-    def start(backend: str = "redis", *names: str):
-        if backend == "redis":
-            env = redis_env(fresh_redis, **ENV)
-        else:
-            env = {
-                **ENV,
-                "CHECKPOINT_BACKEND": "sqlite",
-                "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-                "SESSION_BACKEND": "memory",
-                "API_KEYS": API_KEYS,
-            }
-        procs = [start_replica(env, name) for name in names or ("a", "b")]
-        return procs, [get_client(url=p.url, api_key=API_KEY) for p in procs]
-
-    return start
+def replicas(sdk_replicas):
+    """Two replicas on one Redis, or (``"sqlite"``) one replica on a SQLite file: the processes
+    and alice's clients."""
+    return lambda backend="redis": sdk_replicas(backend, **ENV)
 
 
 @pytest.mark.parametrize("backend", ["redis", "sqlite"])
 async def test_an_assistant_is_created_versioned_and_runs_with_its_context(replicas, backend: str) -> None:
-    _, clients = replicas(backend, "a", "b") if backend == "redis" else replicas(backend, "only")
+    _, clients = replicas(backend)
     a, b = clients[0], clients[-1]
     made = await a.assistants.create(
         "nested", context={"style": "fancy"}, metadata={"team": "red"}, name="Fancy writer"
@@ -114,7 +100,7 @@ async def test_an_assistant_is_created_versioned_and_runs_with_its_context(repli
 
 
 async def test_assistants_are_their_principals_own(replicas) -> None:
-    (a_proc, _), (alice, _) = replicas("redis", "a", "b")
+    (a_proc, _), (alice, _) = replicas("redis")
     bob = get_client(url=a_proc.url, api_key=OTHER_KEY)
     mine = await alice.assistants.create("nested", context={"style": "mine"}, metadata={"who": "alice"})
     aid = mine["assistant_id"]
@@ -136,7 +122,7 @@ async def test_assistants_are_their_principals_own(replicas) -> None:
 
 
 async def test_built_ins_stay_the_deployments_and_refusals_change_nothing(replicas) -> None:
-    _, (a, b) = replicas("redis", "a", "b")
+    _, (a, b) = replicas("redis")
     builtin = assistant_id_of("nested")
     for refused in (
         a.assistants.update(builtin, name="mine now"),
@@ -177,7 +163,7 @@ async def test_built_ins_stay_the_deployments_and_refusals_change_nothing(replic
 
 
 async def test_quotas_bound_a_principals_assistants_and_their_versions(replicas) -> None:
-    _, (a, b) = replicas("redis", "a", "b")
+    _, (a, b) = replicas("redis")
     made = [await (a, b)[i % 2].assistants.create("steps", metadata={"i": i}) for i in range(5)]
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await a.assistants.create("steps")
@@ -199,7 +185,7 @@ async def test_quotas_bound_a_principals_assistants_and_their_versions(replicas)
 
 
 async def test_a_taken_over_run_keeps_the_assistant_version_it_was_created_with(replicas) -> None:
-    (doomed, _), (a, b) = replicas("redis", "doomed", "survivor")
+    (doomed, _), (a, b) = replicas("redis")
     aid = (await b.assistants.create("steps", config={"configurable": {"tag": "x"}}))["assistant_id"]
     tid = (await a.threads.create())["thread_id"]
     run = await a.runs.create(tid, aid, input={"steps": 4, "delay": 0.3})
@@ -217,7 +203,7 @@ async def test_a_taken_over_run_keeps_the_assistant_version_it_was_created_with(
 
 
 async def test_deleting_with_delete_threads_removes_the_threads_made_for_it(replicas) -> None:
-    _, (a, b) = replicas("redis", "a", "b")
+    _, (a, b) = replicas("redis")
     aid = (await a.assistants.create("steps"))["assistant_id"]
     tid = (await a.threads.create())["thread_id"]
     await a.runs.wait(tid, aid, input={"steps": 1})

@@ -24,9 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from client import API_KEY, API_KEYS
+from client import API_KEY
 from reference import graphs_config, langgraph_dev
-from servers import redis_env
 
 pytestmark = pytest.mark.integration
 
@@ -191,13 +190,9 @@ def reference(tmp_path_factory):
 @pytest.mark.parametrize("backend", ["redis", "sqlite"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_assistant_operations_answer_as_the_reference(
-    reference, fresh_redis, start_replica, tmp_path, backend: str, seed: int
+    reference, replicas_on, backend: str, seed: int
 ) -> None:
-    if backend == "redis":
-        replicas = [start_replica(redis_env(fresh_redis, **ENV), name) for name in ("a", "b")]
-    else:
-        sqlite = {"CHECKPOINT_BACKEND": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite")}
-        replicas = [start_replica({**ENV, **sqlite, "SESSION_BACKEND": "memory", "API_KEYS": API_KEYS})]
+    replicas = replicas_on(backend, **ENV)
     ours = [httpx.Client(base_url=r.url, headers={"x-api-key": API_KEY}, timeout=30) for r in replicas]
     theirs = httpx.Client(base_url=reference, timeout=30)
     _clear(theirs)

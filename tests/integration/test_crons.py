@@ -20,7 +20,7 @@ from langgraph_sdk import get_client
 from threadline.redis_keys import cron_claim_key, cron_keys
 from threadline.runs.crons import tick_ids
 
-from client import API_KEY, API_KEYS, OTHER_KEY
+from client import API_KEY, OTHER_KEY
 from servers import redis_env, until
 
 pytestmark = pytest.mark.integration
@@ -42,18 +42,8 @@ def _status(exc: pytest.ExceptionInfo) -> int:
 
 
 @pytest.fixture
-def start_sqlite(start_replica, tmp_path):
-    def start():
-        env = {
-            **ENV,
-            "CHECKPOINT_BACKEND": "sqlite",
-            "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-            "SESSION_BACKEND": "memory",
-            "API_KEYS": API_KEYS,
-        }
-        return get_client(url=start_replica(env, "only").url, api_key=API_KEY)
-
-    return start
+def start_sqlite(sdk_replicas):
+    return lambda: sdk_replicas("sqlite", **ENV)[1][0]
 
 
 @pytest.fixture

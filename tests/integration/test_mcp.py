@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from threadline.runs.assistants import assistant_id_of
 
-from client import API_KEY, API_KEYS, OTHER_KEY, expected_reply
+from client import API_KEY, OTHER_KEY, expected_reply
 from servers import redis_env
 
 pytestmark = pytest.mark.integration
@@ -27,21 +27,9 @@ JSON_AND_SSE = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
-def replicas(fresh_redis, start_replica, tmp_path):
+def replicas(replicas_on):
     """Two replicas on one Redis, or (``"sqlite"``) one on a SQLite file; the built-in chat graph."""
-
-    def start(backend: str):
-        if backend == "redis":
-            return [start_replica(redis_env(fresh_redis), name) for name in ("a", "b")]
-        env = {
-            "CHECKPOINT_BACKEND": "sqlite",
-            "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-            "SESSION_BACKEND": "memory",
-            "API_KEYS": API_KEYS,
-        }
-        return [start_replica(env, "only")]
-
-    return start
+    return replicas_on
 
 
 async def _tools_and_call(url: str, call_url: str, name: str, arguments: dict):

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from client import API_KEY, API_KEYS, OTHER_KEY
+from client import API_KEY, OTHER_KEY
 from servers import redis_env, until
 
 pytestmark = pytest.mark.integration
@@ -48,27 +48,10 @@ def _ts(iso: str) -> float:
 
 
 @pytest.fixture
-def replicas(fresh_redis, start_replica, tmp_path):
-    """Two replicas on one Redis, or (``"sqlite"``) one replica on a SQLite file; returns the
-    processes, alice's clients and an httpx client per replica (alice's key)."""
-
-    def start(backend: str = "redis"):
-        if backend == "redis":
-            env, names = redis_env(fresh_redis, **ENV), ("a", "b")
-        else:
-            env = {
-                **ENV,
-                "CHECKPOINT_BACKEND": "sqlite",
-                "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-                "SESSION_BACKEND": "memory",
-                "API_KEYS": API_KEYS,
-            }
-            names = ("only",)
-        procs = [start_replica(env, name) for name in names]
-        clients = [get_client(url=p.url, api_key=API_KEY) for p in procs]
-        return procs, clients
-
-    return start
+def replicas(sdk_replicas):
+    """Two replicas on one Redis, or (``"sqlite"``) one replica on a SQLite file: the processes
+    and alice's clients."""
+    return lambda backend="redis": sdk_replicas(backend, **ENV)
 
 
 def _http(proc, key: str = API_KEY) -> httpx.AsyncClient:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from client import API_KEY, API_KEYS
+from client import API_KEY
 from servers import free_port, redis_env, until
 
 pytestmark = pytest.mark.integration
@@ -216,15 +216,8 @@ async def test_a_failed_runs_end_carries_its_error(replicas, receiver) -> None:
     assert verified(hit)
 
 
-async def test_a_sqlite_replica_delivers_too(start_replica, receiver, config, tmp_path) -> None:
-    env = {
-        **ENV,
-        "LANGGRAPH_CONFIG": str(config),
-        "CHECKPOINT_BACKEND": "sqlite",
-        "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite"),
-        "API_KEYS": API_KEYS,
-    }
-    client = get_client(url=start_replica(env, "only").url, api_key=API_KEY)
+async def test_a_sqlite_replica_delivers_too(sdk_replicas, receiver, config) -> None:
+    _, (client,) = sdk_replicas("sqlite", **ENV, LANGGRAPH_CONFIG=str(config))
     out = await client.runs.wait(None, "steps", input={"steps": 2}, webhook=receiver.url("/ok"))
     assert out["done"] == ["1", "2"]
     (hit,) = await until(lambda: receiver.hits, "the webhook")

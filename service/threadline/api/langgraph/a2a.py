@@ -95,32 +95,15 @@ _RUN_STATES = {
 }
 _TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 
-_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "description": "A JSON-RPC 2.0 request: message/send, message/stream, "
-                    "tasks/get, tasks/cancel (or their A2A 1.0 names)",
-                },
-                "example": {
-                    "jsonrpc": "2.0",
-                    "id": "1",
-                    "method": "message/send",
-                    "params": {
-                        "message": {
-                            "role": "user",
-                            "parts": [{"kind": "text", "text": "hi"}],
-                            "messageId": "m1",
-                        }
-                    },
-                },
-            }
-        },
-    }
-}
+_BODY_DOC = jsonrpc.body_doc(
+    "A JSON-RPC 2.0 request: message/send, message/stream, tasks/get, tasks/cancel (or their A2A 1.0 names)",
+    {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "method": "message/send",
+        "params": {"message": {"role": "user", "parts": [{"kind": "text", "text": "hi"}], "messageId": "m1"}},
+    },
+)
 _RESPONSES = {
     200: {
         "description": "A JSON-RPC response (errors among them); for message/stream, SSE of them",

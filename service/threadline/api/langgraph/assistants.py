@@ -16,6 +16,7 @@ from threadline.api.langgraph.bodies import (
     AssistantPatch,
     AssistantSearch,
     AssistantVersions,
+    page_of,
     selected,
 )
 from threadline.api.openapi import error_responses
@@ -77,14 +78,7 @@ async def search(
         found.sort(key=lambda a: str(a[key] or "").lower(), reverse=reverse)
     else:  # ties keep the graphs' order (langgraph.json's), then creation
         found.sort(key=lambda a: a[key], reverse=reverse)
-    end = body.offset + body.limit
-    page = found[body.offset : end]
-    # langgraph-api's paging headers (the SDK's response_format="object" reads the next one).
-    if end < len(found):
-        response.headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
-    else:
-        response.headers["X-Pagination-Total"] = str(len(page) + body.offset)
-    return selected(page, body.select)
+    return selected(page_of(found, body.offset, body.limit, response.headers), body.select)
 
 
 @router.post("/count", responses=error_responses(404))

@@ -10,6 +10,7 @@ every number that makes the server wait or keep something (``after_seconds``, a 
 from __future__ import annotations
 
 import uuid
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -64,6 +65,20 @@ RunField = Literal[
     "run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata",
     "multitask_strategy", "kwargs", "cancel_reason",
 ]  # fmt: skip
+
+
+def page_of(
+    items: list[dict[str, Any]], offset: int, limit: int, headers: MutableMapping[str, str]
+) -> list[dict[str, Any]]:
+    """``items[offset:offset + limit]``, with langgraph-api's paging headers set in
+    ``headers`` (the SDK's ``response_format="object"`` reads ``X-Pagination-Next``)."""
+    end = offset + limit
+    page = items[offset:end]
+    if end < len(items):
+        headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
+    else:
+        headers["X-Pagination-Total"] = str(len(page) + offset)
+    return page
 
 
 def selected(items: list[dict[str, Any]], select: list[str] | None) -> list[dict[str, Any]]:

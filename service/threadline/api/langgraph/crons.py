@@ -18,6 +18,7 @@ from threadline.api.langgraph.bodies import (
     CronPatch,
     CronSearch,
     ThreadCronCreate,
+    page_of,
     selected,
 )
 from threadline.api.openapi import error_responses
@@ -120,14 +121,7 @@ async def search(
         found.sort(key=lambda c: str(c[key] or "").lower(), reverse=body.sort_order == "desc")
     else:  # no date sorts first ascending, as langgraph-api's datetime.min
         found.sort(key=lambda c: (c[key] is not None, _when(c[key])), reverse=body.sort_order == "desc")
-    end = body.offset + body.limit
-    page = found[body.offset : end]
-    # langgraph-api's paging headers (the SDK's response_format="object" reads the next one).
-    if end < len(found):
-        response.headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
-    else:
-        response.headers["X-Pagination-Total"] = str(len(page) + body.offset)
-    return selected(page, body.select)
+    return selected(page_of(found, body.offset, body.limit, response.headers), body.select)
 
 
 def _when(value: str | None) -> datetime:

@@ -23,6 +23,13 @@ INTERNAL_ERROR = -32603
 REFUSALS = (NotFound, Conflict, Invalid, QuotaExceeded, ApiError, ValidationError)
 
 
+def body_doc(description: str, example: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of a JSON-RPC route (its body is read by hand, not a model)."""
+    schema = {"type": "object", "description": description}
+    content = {"application/json": {"schema": schema, "example": example}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
 def reraise_unavailable(exc: Exception) -> None:
     """Re-raise one of :data:`REFUSALS` that is no refusal: an ``ApiError`` of 5xx (a custom auth
     handler that timed out) stays an HTTP 503 with ``Retry-After``, which clients retry."""

@@ -57,25 +57,15 @@ _LANGCHAIN_DEFS = _MESSAGE_TYPES | {
     "OutputTokenDetails",
 }  # fmt: skip
 
-_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "description": "A JSON-RPC 2.0 request, notification, or response object.",
-                },
-                "example": {
-                    "jsonrpc": "2.0",
-                    "id": "1",
-                    "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
-                },
-            }
-        },
-    }
-}
+_BODY_DOC = jsonrpc.body_doc(
+    "A JSON-RPC 2.0 request, notification, or response object.",
+    {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+    },
+)
 _OK = {
     200: {
         "description": "The JSON-RPC response (a JSON-RPC error among them)",
