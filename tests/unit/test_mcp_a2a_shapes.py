@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from langgraph.graph import MessagesState, StateGraph
 
-from threadline.api.langgraph.a2a import _accepts, _spec_03
+from threadline.api.langgraph.a2a_shapes import accepts, to_spec_03
 from threadline.api.langgraph.mcp import normalize_name, simplify_schema
 
 pytestmark = pytest.mark.unit
@@ -53,7 +53,7 @@ def test_a2a_1_0_shapes_become_0_3_shapes() -> None:
             "task": {"status": {"state": "TASK_STATE_INPUT_REQUIRED"}, "history": [{"role": "ROLE_USER"}]}
         },
     }
-    assert _spec_03(answer) == {
+    assert to_spec_03(answer) == {
         "jsonrpc": "2.0",
         "result": {"status": {"state": "input-required"}, "history": [{"role": "user"}]},
     }
@@ -70,4 +70,4 @@ def test_a2a_1_0_shapes_become_0_3_shapes() -> None:
     ],
 )
 def test_accept_header(accept: str, wanted: str, ok: bool) -> None:
-    assert _accepts(accept, wanted) is ok
+    assert accepts(accept, wanted) is ok

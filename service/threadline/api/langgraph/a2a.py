@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Request, Response
 from sse_starlette import ServerSentEvent
 
-from threadline import __version__
 from threadline.api.deps import (
     THREAD_ID,
     AssistantsDep,
@@ -39,6 +37,7 @@ from threadline.api.deps import (
     ThreadsDep,
 )
 from threadline.api.errors import ApiError
+from threadline.api.langgraph import a2a_shapes as shapes
 from threadline.api.langgraph import jsonrpc
 from threadline.api.langgraph.assistants import _read
 from threadline.api.langgraph.bodies import RunCreate
@@ -47,7 +46,6 @@ from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
-from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants, graph_schemas
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
@@ -55,45 +53,8 @@ from threadline.runs.threads import Threads
 
 router = APIRouter(tags=["a2a"])
 
-TASK_NOT_FOUND = -32001
-TASK_NOT_CANCELABLE = -32002
-UNSUPPORTED_OPERATION = -32004
-CONTENT_TYPE_NOT_SUPPORTED = -32005
-
-# historyLength a request may ask for (langgraph-api's MAX_HISTORY_LENGTH_REQUESTED).
-MAX_HISTORY_LENGTH = 10
 # Runs of a context looked through for a task's latest run (one page of the run records).
 TASK_RUN_SCAN = 100
-
-# 0.3 method names → 1.0's (what the handlers are written in).
-_ALIASES = {
-    "message/send": "SendMessage",
-    "message/stream": "SendStreamingMessage",
-    "tasks/get": "GetTask",
-    "tasks/cancel": "CancelTask",
-    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
-}
-_METHODS = {*_ALIASES.values(), "ListTasks"}
-_ROLES_03 = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
-_STATES_03 = {
-    "TASK_STATE_SUBMITTED": "submitted",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_INPUT_REQUIRED": "input-required",
-    "TASK_STATE_REJECTED": "rejected",
-    "TASK_STATE_AUTH_REQUIRED": "auth-required",
-}
-_RUN_STATES = {
-    "pending": "TASK_STATE_SUBMITTED",
-    "running": "TASK_STATE_WORKING",
-    "success": "TASK_STATE_COMPLETED",
-    "interrupted": "TASK_STATE_CANCELED",
-    "error": "TASK_STATE_FAILED",
-    "timeout": "TASK_STATE_FAILED",
-}
-_TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 
 _BODY_DOC = jsonrpc.body_doc(
     "A JSON-RPC 2.0 request: message/send, message/stream, tasks/get, tasks/cancel (or their A2A 1.0 names)",
@@ -115,62 +76,8 @@ _RESPONSES = {
 }
 
 
-class _Refused(Exception):
-    """A JSON-RPC error answer, raised from deep in a handler."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.outcome = jsonrpc.error(code, message, data)
-
-    @classmethod
-    def of(cls, exc: Exception) -> _Refused:
-        """The layers' refusal ``exc`` (one of ``jsonrpc.REFUSALS``) as an answer; a 5xx
-        ``ApiError`` is re-raised instead."""
-        jsonrpc.reraise_unavailable(exc)
-        error = jsonrpc.refusal(exc)["error"]
-        return cls(error["code"], error["message"], error.get("data"))
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _spec_03(data: Any) -> Any:
-    """A 1.0-shaped answer in 0.3's shapes: lowercase roles and states, no ``{"task": …}``."""
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            if key == "role" and isinstance(value, str):
-                out[key] = _ROLES_03.get(value, value)
-            elif key == "state" and isinstance(value, str):
-                out[key] = _STATES_03.get(value, value)
-            elif key == "result" and isinstance(value, dict) and list(value) == ["task"]:
-                out[key] = _spec_03(value["task"])
-            else:
-                out[key] = _spec_03(value)
-        return out
-    if isinstance(data, list):
-        return [_spec_03(item) for item in data]
-    return data
-
-
-def _accepts(accept: str, media_type: str) -> bool:
-    for part in accept.lower().split(","):
-        candidate = part.split(";", 1)[0].strip()
-        if candidate in ("*/*", media_type) or (
-            candidate.endswith("/*") and media_type.startswith(candidate[:-1])
-        ):
-            return True
-    return False
-
-
 def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status, media_type="application/json")
-
-
-def _rpc(id_: Any, outcome: dict[str, Any], spec_03: bool = False) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": id_, **outcome}
-    return _spec_03(body) if spec_03 else body
 
 
 @router.post("/a2a/{assistant_id}", openapi_extra=_BODY_DOC, responses=_RESPONSES)
@@ -192,41 +99,43 @@ async def post(
     try:
         message = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
-        return _json(_rpc(None, jsonrpc.error(jsonrpc.PARSE_ERROR, "Invalid JSON payload")))
+        return _json(shapes.rpc(None, jsonrpc.error(jsonrpc.PARSE_ERROR, "Invalid JSON payload")))
     if not isinstance(message, dict):
         return _json(
-            _rpc(None, jsonrpc.error(jsonrpc.INVALID_REQUEST, "Invalid message format: expected object"))
+            shapes.rpc(
+                None, jsonrpc.error(jsonrpc.INVALID_REQUEST, "Invalid message format: expected object")
+            )
         )
     id_, method = message.get("id"), message.get("method")
     if id_ is not None and (not isinstance(id_, (str, int, float)) or isinstance(id_, bool)):
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "'id' must be a string, number, or null")
-        return _json(_rpc(None, error))
+        return _json(shapes.rpc(None, error))
     if message.get("jsonrpc") != "2.0":
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "missing or invalid jsonrpc version")
-        return _json(_rpc(id_, error))
-    spec_03 = isinstance(method, str) and method in _ALIASES
-    method = _ALIASES.get(method, method) if isinstance(method, str) else method
-    if method is not None and method not in _METHODS:
+        return _json(shapes.rpc(id_, error))
+    spec_03 = isinstance(method, str) and method in shapes.ALIASES
+    method = shapes.ALIASES.get(method, method) if isinstance(method, str) else method
+    if method is not None and method not in shapes.METHODS:
         name = method[:100] if isinstance(method, str) else "method must be a string"
-        return _json(_rpc(id_, jsonrpc.error(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {name}")))
+        return _json(shapes.rpc(id_, jsonrpc.error(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {name}")))
     if id_ is None or method is None:
         if id_ is not None and ("result" in message or "error" in message):
             return Response(status_code=202)  # a response sent to us: nothing to answer
         error = jsonrpc.error(jsonrpc.INVALID_REQUEST, "not a JSON-RPC request (an id and a method)")
-        return _json(_rpc(id_, error))
+        return _json(shapes.rpc(id_, error))
     params = message.get("params")
     params = {} if params is None else params
     streaming = method == "SendStreamingMessage"
     wanted = "text/event-stream" if streaming else "application/json"
-    if not _accepts(accept, wanted):
+    if not shapes.accepts(accept, wanted):
         raise ApiError(400, "invalid_request", f"Accept header must include {wanted}")
     try:
         if not isinstance(params, dict):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Invalid params: must be an object")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Invalid params: must be an object")
         try:
             assistant_id = str(uuid.UUID(assistant_id))
         except ValueError:
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Invalid assistant ID: must be a UUID") from None
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Invalid assistant ID: must be a UUID") from None
         ctx = _Context(assistant_id, caller, authorize, assistants, threads, runs, runtime, request)
         if streaming:
             return await ctx.stream(params, id_, spec_03)
@@ -238,9 +147,9 @@ async def post(
             "ListTasks": ctx.list_tasks,
         }[method]
         outcome = await handler(params)
-    except _Refused as refused:
+    except shapes.Refused as refused:
         outcome = refused.outcome
-    return _json(_rpc(id_, outcome, spec_03))
+    return _json(shapes.rpc(id_, outcome, spec_03))
 
 
 @router.get("/a2a/{assistant_id}", include_in_schema=False)
@@ -283,119 +192,8 @@ async def _card_response(
     ctx = _Context(assistant_id, caller, authorize, assistants, None, None, None, request)
     try:
         return _json(await ctx.card())
-    except _Refused as refused:
+    except shapes.Refused as refused:
         return _card_error(refused.outcome["error"]["message"])
-
-
-# -- messages and tasks --
-
-
-def _message(role: str, text: str, task_id: str | None, context_id: str | None = None) -> dict[str, Any]:
-    found: dict[str, Any] = {
-        "kind": "message",
-        "role": role,
-        "parts": [{"kind": "text", "text": text}],
-        "messageId": str(uuid.uuid4()),
-        "taskId": task_id,
-    }
-    if context_id is not None:
-        found["contextId"] = context_id
-    return found
-
-
-def _role(message: dict[str, Any]) -> str | None:
-    """The A2A role of a LangChain message; None for the graph's own (system, tool)."""
-    kind = str(message.get("type") or message.get("role") or "").lower()
-    if kind in ("human", "user", "humanmessage", "humanmessagechunk"):
-        return "ROLE_USER"
-    if kind in ("ai", "assistant", "aimessage", "aimessagechunk"):
-        return "ROLE_AGENT"
-    return None
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-        )
-    return "" if content is None else str(content)
-
-
-def _history(messages: Any, task_id: str, context_id: str, length: int | None) -> list[dict[str, Any]]:
-    """The thread's messages as A2A messages (user and agent ones; the last ``length``)."""
-    found = []
-    for message in messages if isinstance(messages, list) else []:
-        role = _role(message) if isinstance(message, dict) else None
-        if role is None:
-            continue
-        text = _text(message.get("content"))
-        if role == "ROLE_AGENT" and not text:
-            continue  # a tool call with no prose
-        found.append(
-            {
-                "kind": "message",
-                "role": role,
-                "parts": [{"kind": "text", "text": text}],
-                "messageId": message.get("id") or str(uuid.uuid4()),
-                "taskId": task_id,
-                "contextId": context_id,
-            }
-        )
-    if length is None:
-        return found
-    return found[-length:] if length else []
-
-
-def _reply_parts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The response artifact's parts: the last agent message after the last user message."""
-    messages = result.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return [{"kind": "text", "text": str(result)}]
-    for message in reversed(messages):
-        if not isinstance(message, dict):
-            continue
-        role = _role(message)
-        if role == "ROLE_USER":
-            break
-        if role == "ROLE_AGENT" and (text := _text(message.get("content"))):
-            return [{"kind": "text", "text": text}]
-    return [{"kind": "text", "text": ""}]
-
-
-def _response_artifact(parts: list[dict[str, Any]], assistant_id: str) -> dict[str, Any]:
-    return {
-        "artifactId": str(uuid.uuid4()),
-        "name": "Assistant Response",
-        "description": f"Response from assistant {assistant_id}",
-        "parts": parts,
-    }
-
-
-def _interrupt_artifact(interrupts: list[Any]) -> dict[str, Any]:
-    return {
-        "artifactId": str(uuid.uuid4()),
-        "name": "Interrupt",
-        "description": "Agent requires input to continue",
-        "parts": [
-            {"kind": "data", "data": {"id": i.get("id"), "value": i.get("value")}}
-            for i in interrupts
-            if isinstance(i, dict)
-        ],
-    }
-
-
-def _history_length(value: Any) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _Refused(jsonrpc.INVALID_PARAMS, "historyLength must be a non-negative integer")
-    if value > MAX_HISTORY_LENGTH:
-        raise _Refused(jsonrpc.INVALID_PARAMS, f"historyLength cannot exceed {MAX_HISTORY_LENGTH}")
-    return value
 
 
 class _Context:
@@ -422,7 +220,7 @@ class _Context:
             return await _read(self.authorize, self.assistants, self.principal, self.assistant_id)
         except jsonrpc.REFUSALS as exc:
             jsonrpc.reraise_unavailable(exc)
-            raise _Refused(
+            raise shapes.Refused(
                 jsonrpc.INVALID_PARAMS, f"Assistant '{self.assistant_id[:64]}' not found"
             ) from None
 
@@ -432,34 +230,36 @@ class _Context:
         """The run a message asks for: ``(body, context_id, task_id, message)``.
 
         Raises:
-            _Refused: a message A2A or the assistant cannot take.
+            shapes.Refused: a message A2A or the assistant cannot take.
         """
         configuration = params.get("configuration") or {}
         if not isinstance(configuration, dict):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Invalid params: 'configuration' must be an object")
-        _history_length(configuration.get("historyLength"))
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Invalid params: 'configuration' must be an object")
+        shapes.history_length(configuration.get("historyLength"))
         message = params.get("message")
         if not isinstance(message, dict) or not message:
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Missing or invalid 'message' in params")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Missing or invalid 'message' in params")
         message_id, role, parts = message.get("messageId"), message.get("role"), message.get("parts")
         if not message_id or not isinstance(message_id, str):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Missing required 'messageId' in message")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Missing required 'messageId' in message")
         if not role or not isinstance(role, str):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Missing required 'role' in message")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Missing required 'role' in message")
         if not isinstance(parts, list) or not parts:
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Message must contain at least one part")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Message must contain at least one part")
         context_id, task_id = message.get("contextId"), message.get("taskId")
         if context_id is not None and not (isinstance(context_id, str) and THREAD_ID.fullmatch(context_id)):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "contextId must be 1-64 characters of A-Z a-z 0-9 _ -")
+            raise shapes.Refused(
+                jsonrpc.INVALID_PARAMS, "contextId must be 1-64 characters of A-Z a-z 0-9 _ -"
+            )
         if task_id is not None and not isinstance(task_id, str):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "taskId must be a string")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "taskId must be a string")
         assistant = await self._assistant()
-        texts, data = self._parts(parts)
+        texts, data = shapes.split_parts(parts)
         if texts:
             schemas = graph_schemas(assistant.graph_id, assistant.graph)
             schema = schemas.get("input_schema") or schemas.get("state_schema") or {}
             if "messages" not in (schema.get("properties") or {}):
-                raise _Refused(
+                raise shapes.Refused(
                     jsonrpc.INVALID_PARAMS,
                     f"Assistant '{self.assistant_id}' (graph '{assistant.graph_id}') does not support "
                     "A2A conversational messages: its input schema has no 'messages' field",
@@ -467,20 +267,24 @@ class _Context:
         metadata: dict[str, Any] = {}
         command = message.get("command")
         if command is not None and not isinstance(command, dict):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "command must be an object")
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "command must be an object")
         if task_id is not None:
             task = await self._task(task_id, context_id)
             if task is None:
-                raise _Refused(TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
-            if task[2] in _TERMINAL:
-                raise _Refused(UNSUPPORTED_OPERATION, "A terminal task cannot accept another message")
+                raise shapes.Refused(shapes.TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
+            if task[2] in shapes.TERMINAL:
+                raise shapes.Refused(
+                    shapes.UNSUPPORTED_OPERATION, "A terminal task cannot accept another message"
+                )
             context_id = task[0].thread_id
             metadata = {"a2a": {"task_id": task_id}}
             if command is None and task[2] == "TASK_STATE_INPUT_REQUIRED":
                 # The answer to the interrupt: a data part's "resume", else the text.
                 resumes = [d["resume"] for d in data if "resume" in d]
                 if len(resumes) > 1:
-                    raise _Refused(jsonrpc.INVALID_PARAMS, "Only one resume value is allowed in data parts")
+                    raise shapes.Refused(
+                        jsonrpc.INVALID_PARAMS, "Only one resume value is allowed in data parts"
+                    )
                 if resumes or texts:
                     command = {"resume": resumes[0] if resumes else "\n".join(texts)}
                     texts, data = [], [{k: v for k, v in d.items() if k != "resume"} for d in data]
@@ -501,34 +305,8 @@ class _Context:
                 stream_mode=["messages", "values"],
             )
         except jsonrpc.REFUSALS as exc:
-            raise _Refused.of(exc) from None
+            raise shapes.Refused.of(exc) from None
         return body, context_id, task_id, message
-
-    @staticmethod
-    def _parts(parts: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
-        texts, data = [], []
-        for part in parts:
-            if not isinstance(part, dict):
-                raise _Refused(CONTENT_TYPE_NOT_SUPPORTED, "Each message part must be an object")
-            present = [k for k in ("text", "file", "data") if k in part]
-            if len(present) != 1:
-                raise _Refused(
-                    CONTENT_TYPE_NOT_SUPPORTED,
-                    "Each message part must contain exactly one of 'text', 'file', or 'data'",
-                )
-            if "file" in part:
-                raise _Refused(CONTENT_TYPE_NOT_SUPPORTED, "file parts are not supported; send text or data")
-            if "text" in part:
-                if not isinstance(part["text"], str):
-                    raise _Refused(CONTENT_TYPE_NOT_SUPPORTED, "a text part's text must be a string")
-                texts.append(part["text"])
-            elif not isinstance(part["data"], dict):
-                raise _Refused(
-                    CONTENT_TYPE_NOT_SUPPORTED, "DataPart must contain a JSON object in the 'data' field"
-                )
-            else:
-                data.append(part["data"])
-        return texts, data
 
     async def _start(self, body: RunCreate, context_id: str | None, streamed: bool) -> RunRecord:
         assert self.runs is not None
@@ -543,12 +321,12 @@ class _Context:
                 streamed,
             )
         except jsonrpc.REFUSALS as exc:
-            raise _Refused.of(exc) from None
+            raise shapes.Refused.of(exc) from None
 
     async def send(self, params: dict[str, Any]) -> dict[str, Any]:
         """``message/send``: run the message and answer the finished task."""
         body, context_id, task_id, _ = await self._prepare(params)
-        history_length = _history_length((params.get("configuration") or {}).get("historyLength"))
+        history_length = shapes.history_length((params.get("configuration") or {}).get("historyLength"))
         assert self.runs is not None
         with StreamSlot(self.runtime, self.principal).released_on_error() as slot:
             run = await self._start(body, context_id, streamed=False)
@@ -559,23 +337,7 @@ class _Context:
             finally:
                 slot.release()
         task_id = task_id or f"{run.thread_id}:{run.run_id}"
-        result = result if isinstance(result, dict) else {"__root__": result}
-        task: dict[str, Any] = {"kind": "task", "id": task_id, "contextId": run.thread_id}
-        if history_length != 0:
-            task["history"] = _history(result.get("messages"), task_id, run.thread_id, history_length)
-        if "__error__" in result:
-            error = result["__error__"]
-            text = f"Error executing assistant: {error.get('error') if isinstance(error, dict) else error}"
-            task["status"] = {
-                "state": "TASK_STATE_FAILED",
-                "message": _message("ROLE_AGENT", text, task_id, run.thread_id),
-            }
-        elif "__interrupt__" in result:
-            task["status"] = {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": _now()}
-            task["artifacts"] = [_interrupt_artifact(result["__interrupt__"])]
-        else:
-            task["status"] = {"state": "TASK_STATE_COMPLETED", "timestamp": _now()}
-            task["artifacts"] = [_response_artifact(_reply_parts(result), self.assistant_id)]
+        task = shapes.finished_task(result, task_id, run.thread_id, history_length, self.assistant_id)
         return {"result": {"task": task}}
 
     async def stream(self, params: dict[str, Any], rpc_id: Any, spec_03: bool) -> Response:
@@ -585,14 +347,14 @@ class _Context:
             try:
                 body, context_id, task_id, message = await self._prepare(params)
                 run = await self._start(body, context_id, streamed=True)
-            except _Refused as refused:
+            except shapes.Refused as refused:
                 events = _one(refused.outcome)
             else:
                 events = self._progress(run, task_id or f"{run.thread_id}:{run.run_id}", message)
 
             async def sse() -> AsyncIterator[ServerSentEvent]:
                 async for outcome in _store_errors_answered(events):
-                    data = orjson.dumps(_rpc(rpc_id, outcome, spec_03)).decode()
+                    data = orjson.dumps(shapes.rpc(rpc_id, outcome, spec_03)).decode()
                     # U+2028/2029 and U+0085 end a line for some SSE readers.
                     data = (
                         data.replace("\u2028", "\\u2028")
@@ -612,7 +374,7 @@ class _Context:
             "id": task_id,
             "contextId": context_id,
             "history": [{**message, "kind": "message", "taskId": task_id, "contextId": context_id}],
-            "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": _now()},
+            "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": shapes.now()},
         }
         yield {"result": {"task": submitted}}
         result: Any = None
@@ -625,37 +387,42 @@ class _Context:
                 error, result = None, data
             elif event.event.startswith("messages") and isinstance(data, list):
                 text = "".join(
-                    _text(m.get("content")) for m in data if isinstance(m, dict) and _role(m) == "ROLE_AGENT"
+                    shapes.text_of(m.get("content"))
+                    for m in data
+                    if isinstance(m, dict) and shapes.role_of(m) == "ROLE_AGENT"
                 )
                 if text:
                     status = {
                         "state": "TASK_STATE_WORKING",
-                        "message": _message("ROLE_AGENT", text, task_id, context_id),
-                        "timestamp": _now(),
+                        "message": shapes.text_message("ROLE_AGENT", text, task_id, context_id),
+                        "timestamp": shapes.now(),
                     }
                     yield {"result": {**update, "kind": "status-update", "status": status, "final": False}}
-        final: dict[str, Any] = {"timestamp": _now()}
+        final: dict[str, Any] = {"timestamp": shapes.now()}
         ended = await self.runs.get(self.principal, context_id, run.run_id)
         if shown_status(ended) == "interrupted":  # cancelled (tasks/cancel, a newer run's strategy)
             final.update(
-                state="TASK_STATE_CANCELED", message=_message("ROLE_AGENT", "Task was canceled", task_id)
+                state="TASK_STATE_CANCELED",
+                message=shapes.text_message("ROLE_AGENT", "Task was canceled", task_id),
             )
         elif error is not None:
             text = (error.get("message") or error.get("error")) if isinstance(error, dict) else error
             final.update(
                 state="TASK_STATE_FAILED",
-                message=_message("ROLE_AGENT", str(text or ""), task_id, context_id),
+                message=shapes.text_message("ROLE_AGENT", str(text or ""), task_id, context_id),
             )
         elif isinstance(result, dict) and "__interrupt__" in result:
             final["state"] = "TASK_STATE_INPUT_REQUIRED"
-            artifact = _interrupt_artifact(result["__interrupt__"])
+            artifact = shapes.interrupt_artifact(result["__interrupt__"])
             yield {"result": {**update, "kind": "artifact-update", "artifact": artifact}}
         else:
             final["state"] = "TASK_STATE_COMPLETED"
             parts = (
-                _reply_parts(result) if isinstance(result, dict) else [{"kind": "text", "text": str(result)}]
+                shapes.reply_parts(result)
+                if isinstance(result, dict)
+                else [{"kind": "text", "text": str(result)}]
             )
-            artifact = _response_artifact(parts, self.assistant_id)
+            artifact = shapes.response_artifact(parts, self.assistant_id)
             yield {
                 "result": {
                     **update,
@@ -700,7 +467,7 @@ class _Context:
             ),
             run,
         )
-        state = _RUN_STATES.get(shown_status(latest), "TASK_STATE_SUBMITTED")
+        state = shapes.RUN_STATES.get(shown_status(latest), "TASK_STATE_SUBMITTED")
         newest = recent[0].run_id if recent else None
         if (
             state == "TASK_STATE_COMPLETED"
@@ -710,51 +477,34 @@ class _Context:
             state = "TASK_STATE_INPUT_REQUIRED"
         return latest, thread, state
 
-    def _task_ids(self, params: dict[str, Any]) -> tuple[str, str | None]:
-        task_id, context_id = params.get("id"), params.get("contextId")
-        if not task_id:
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Missing required parameter: id (task_id)")
-        if not isinstance(task_id, str) or (context_id is not None and not isinstance(context_id, str)):
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Task id and contextId must be strings")
-        return task_id, context_id
-
     async def get_task(self, params: dict[str, Any]) -> dict[str, Any]:
         """``tasks/get``: the task's state and the conversation so far."""
-        task_id, context_id = self._task_ids(params)
+        task_id, context_id = shapes.task_ids(params)
         found = await self._task(task_id, context_id)
         if found is None:
-            raise _Refused(TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
-        history_length = _history_length(params.get("historyLength"))
+            raise shapes.Refused(shapes.TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
+        history_length = shapes.history_length(params.get("historyLength"))
         run, thread, state = found
-        status: dict[str, Any] = {"state": state, "timestamp": run.updated_at}
-        task = {"kind": "task", "id": task_id, "contextId": run.thread_id, "status": status}
-        if history_length != 0:
-            values = wire.loads(wire.dumps(thread.get("values")))  # messages as the API shows them
-            messages = values.get("messages") if isinstance(values, dict) else None
-            task["history"] = _history(messages, task_id, run.thread_id, history_length)
-        if state == "TASK_STATE_COMPLETED":
-            status["message"] = _message("ROLE_AGENT", "Task completed successfully", task_id)
-        elif state == "TASK_STATE_FAILED":
-            status["message"] = _message("ROLE_AGENT", f"Task failed with status: {run.status}", task_id)
+        task = shapes.stored_task(task_id, run, thread, state, history_length)
         return {"result": task}
 
     async def cancel_task(self, params: dict[str, Any]) -> dict[str, Any]:
         """``tasks/cancel``: interrupt the task's active run and wait for it to stop."""
         assert self.runs is not None
-        task_id, context_id = self._task_ids(params)
+        task_id, context_id = shapes.task_ids(params)
         found = await self._task(task_id, context_id)
         if found is None:
-            raise _Refused(TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
+            raise shapes.Refused(shapes.TASK_NOT_FOUND, f"Task not found: {task_id[:200]}")
         run, _, state = found
-        if state in _TERMINAL or run.status not in ("pending", "running"):
-            raise _Refused(TASK_NOT_CANCELABLE, "Task is not cancelable in its current state")
+        if state in shapes.TERMINAL or run.status not in ("pending", "running"):
+            raise shapes.Refused(shapes.TASK_NOT_CANCELABLE, "Task is not cancelable in its current state")
         try:
             await self.authorize(
                 "threads", "update", {"thread_id": run.thread_id, "run_id": run.run_id, "action": "interrupt"}
             )
             await self.runs.cancel(self.principal, run.thread_id, run.run_id, "interrupt")
         except jsonrpc.REFUSALS as exc:
-            raise _Refused.of(exc) from None
+            raise shapes.Refused.of(exc) from None
         with StreamSlot(self.runtime, self.principal).released_on_error() as slot:
             try:
                 await self.runs.join(self.principal, run.thread_id, run.run_id, check=False)
@@ -762,13 +512,15 @@ class _Context:
                 slot.release()
         status = {
             "state": "TASK_STATE_CANCELED",
-            "timestamp": _now(),
-            "message": _message("ROLE_AGENT", "Task was canceled", task_id),
+            "timestamp": shapes.now(),
+            "message": shapes.text_message("ROLE_AGENT", "Task was canceled", task_id),
         }
         return {"result": {"kind": "task", "id": task_id, "contextId": run.thread_id, "status": status}}
 
     async def list_tasks(self, params: dict[str, Any]) -> dict[str, Any]:
-        raise _Refused(UNSUPPORTED_OPERATION, "ListTasks is not served by threadline; use tasks/get")
+        raise shapes.Refused(
+            shapes.UNSUPPORTED_OPERATION, "ListTasks is not served by threadline; use tasks/get"
+        )
 
     # -- the agent card --
 
@@ -780,11 +532,10 @@ class _Context:
         try:
             uuid.UUID(self.assistant_id)
         except ValueError:
-            raise _Refused(jsonrpc.INVALID_PARAMS, "Invalid assistant ID: must be a UUID") from None
+            raise shapes.Refused(jsonrpc.INVALID_PARAMS, "Invalid assistant ID: must be a UUID") from None
         assistant = await self._assistant()
         schemas = graph_schemas(assistant.graph_id, assistant.graph)
         schema = schemas.get("input_schema") or schemas.get("state_schema") or {}
-        properties = schema.get("properties") or {}
         name = assistant.as_dict()["name"]
         description = assistant.description or f"{name} assistant"
         url = self.request.url
@@ -793,37 +544,7 @@ class _Context:
         host = url.hostname or "localhost"
         base = f"{scheme}://{host}" + (f":{url.port}" if url.port and url.port != default_port else "")
         agent_url = f"{base}/a2a/{self.assistant_id}"
-        modes = ["application/json", "text/plain"]
-        return {
-            "name": name,
-            "description": description,
-            "url": agent_url,
-            "supportedInterfaces": [
-                {"url": agent_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
-            ],
-            "capabilities": {"streaming": True, "pushNotifications": False, "stateTransitionHistory": False},
-            "defaultInputModes": modes,
-            "defaultOutputModes": modes,
-            "skills": [
-                {
-                    "id": f"{self.assistant_id}-main",
-                    "name": f"{name} Capabilities",
-                    "description": description,
-                    "tags": ["assistant", "langgraph"],
-                    "examples": [],
-                    "inputModes": modes,
-                    "outputModes": modes,
-                    "metadata": {
-                        "inputSchema": {
-                            "required": schema.get("required") or [],
-                            "properties": sorted(properties),
-                            "supportsA2A": "messages" in properties,
-                        }
-                    },
-                }
-            ],
-            "version": __version__,
-        }
+        return shapes.agent_card(self.assistant_id, name, description, schema, agent_url)
 
 
 async def _store_errors_answered(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
