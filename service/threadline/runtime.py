@@ -29,6 +29,7 @@ from threadline.runs.assistants import Assistants
 from threadline.runs.crons import Crons, CronScheduler, fire_with
 from threadline.runs.records import RunRecord
 from threadline.runs.runs import Runs
+from threadline.runs.thread_upkeep import ThreadUpkeep
 from threadline.runs.threads import Threads, thread_config
 from threadline.store import StoreOptions, store_options
 from threadline.store.tenant import Tenancy
@@ -88,6 +89,7 @@ class Runtime:
         self.conversations: Conversations | None = None
         self.assistants: Assistants | None = None
         self.threads: Threads | None = None
+        self.thread_upkeep: ThreadUpkeep | None = None
         self.runs: Runs | None = None
         self.webhooks: Webhooks | None = None
         self.crons: Crons | None = None
@@ -148,8 +150,9 @@ class Runtime:
             self.threads = Threads(
                 stores.records, self.assistants, stores.lease, stores.checkpointer, stores.quotas
             )
-            stack.push_async_callback(self.threads.aclose)
-            self.threads.start_ttl_sweep(self.settings.server.thread_ttl_sweep_seconds)
+            self.thread_upkeep = ThreadUpkeep(self.threads)
+            stack.push_async_callback(self.thread_upkeep.aclose)
+            self.thread_upkeep.start_ttl_sweep(self.settings.server.thread_ttl_sweep_seconds)
             # Without custom auth each principal's items live under a namespace of its own; with
             # it, the @auth.on.store handlers decide (threadline.store.tenant).
             scoped = self.custom_auth is None

@@ -20,6 +20,7 @@ from threadline.runs.assistants import Assistants
 from threadline.runs.crons import Crons
 from threadline.runs.records import ID_PATTERN
 from threadline.runs.runs import Runs
+from threadline.runs.thread_upkeep import ThreadUpkeep
 from threadline.runs.threads import Threads
 from threadline.runtime import Runtime
 from threadline.sessions import SessionStore
@@ -62,6 +63,10 @@ async def get_threads(runtime: RuntimeDep) -> Threads:
     return (await _ready(runtime)).threads  # type: ignore[return-value]
 
 
+async def get_thread_upkeep(runtime: RuntimeDep) -> ThreadUpkeep:
+    return (await _ready(runtime)).thread_upkeep  # type: ignore[return-value]
+
+
 async def get_runs(runtime: RuntimeDep) -> Runs:
     return (await _ready(runtime)).runs  # type: ignore[return-value]
 
@@ -73,6 +78,7 @@ async def get_crons(runtime: RuntimeDep) -> Crons:
 AssistantsDep = Annotated[Assistants, Depends(get_assistants)]
 CronsDep = Annotated[Crons, Depends(get_crons)]
 ThreadsDep = Annotated[Threads, Depends(get_threads)]
+ThreadUpkeepDep = Annotated[ThreadUpkeep, Depends(get_thread_upkeep)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
 
 

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from threadline import access
-from threadline.api.deps import Authorize, CronsDep, Principal, ThreadId, ThreadsDep
+from threadline.api.deps import Authorize, CronsDep, Principal, ThreadId, ThreadsDep, ThreadUpkeepDep
 from threadline.api.langgraph.bodies import (
     HistoryQuery,
     StateAt,
@@ -85,7 +85,7 @@ async def create(
 
 @router.post("/prune", responses=error_responses(404, 409))  # 409: a run holds a thread
 async def prune(
-    body: ThreadPrune, principal: Principal, authorize: Authorize, threads: ThreadsDep
+    body: ThreadPrune, principal: Principal, authorize: Authorize, upkeep: ThreadUpkeepDep
 ) -> PruneResult:
     """Delete the caller's threads among ``thread_ids`` (``delete``), or drop all but their
     latest checkpoint (``keep_latest``, where the checkpointer can: else 422). Unknown threads
@@ -93,7 +93,7 @@ async def prune(
     404 and nothing is pruned (as langgraph-api)."""
     await authorize("threads", "delete", {"thread_ids": list(body.thread_ids)})
     strict = access.current() is not None
-    return PruneResult(pruned_count=await threads.prune(principal, body.thread_ids, body.strategy, strict))
+    return PruneResult(pruned_count=await upkeep.prune(principal, body.thread_ids, body.strategy, strict))
 
 
 @router.post("/search", response_model=list[dict[str, Any]])
@@ -138,12 +138,12 @@ async def patch(
 
 @router.get("/{thread_id}/storage", responses=error_responses(404))
 async def storage(
-    thread_id: ThreadId, principal: Principal, authorize: Authorize, threads: ThreadsDep
+    thread_id: ThreadId, principal: Principal, authorize: Authorize, upkeep: ThreadUpkeepDep
 ) -> dict[str, Any]:
     """Bytes the thread's checkpoints occupy: checkpoints, channel values (per channel) and
     pending writes, as the checkpointer's serializer encodes them."""
     await authorize("threads", "read", {"thread_id": thread_id})
-    return await threads.storage(principal, thread_id)
+    return await upkeep.storage(principal, thread_id)
 
 
 @router.delete("/{thread_id}", status_code=204, responses=error_responses(404, 409))
