@@ -19,13 +19,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from threadline.agent.builtin import BuiltinChatModel
+from threadline.agent.factories import server_runtime
 from threadline.agent.registry import (
     CHAT,
     bind_factories,
     bind_graphs,
     import_graphs,
     read_config,
-    server_runtime,
 )
 from threadline.config import ConfigError, GraphSettings, load
 from threadline.custom_auth import AuthUser

@@ -31,7 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from threadline import access
 from threadline.access import Filters
-from threadline.agent.registry import AccessContext, GraphFactory, server_runtime
+from threadline.agent.factories import AccessContext, GraphFactory, server_runtime
 from threadline.quotas import ASSISTANT_BYTES, ASSISTANTS, QuotaExceeded
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
