@@ -21,6 +21,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from threadline import urls
+from threadline.hosts import HostList
 
 CheckpointBackend = Literal["memory", "sqlite", "redis", "redis-stack", "postgres"]
 SessionBackend = Literal["memory", "redis"]
@@ -379,8 +380,6 @@ class WebhookSettings(_Group):
     @field_validator("allowed_hosts")
     @classmethod
     def _valid_hosts(cls, value: str) -> str:
-        from threadline.webhooks import HostList  # webhooks imports this module
-
         HostList.parse(value.split(","), "allowed_hosts")  # ValueError naming the field
         return value
 

@@ -41,7 +41,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ import orjson
 
 from threadline import __version__, metrics
 from threadline.config import ConfigError, WebhookSettings
+from threadline.hosts import HostList, IPAddress
 from threadline.retry import delays
 from threadline.runs import wire
 from threadline.runs.errors import Invalid
@@ -58,8 +59,6 @@ from threadline.runs.runs import run_dict
 
 log = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # langgraph-api's default (webhooks.url.max_url_length).
 MAX_URL_LENGTH = 2048
@@ -120,47 +119,6 @@ def address_range(address: IPAddress) -> str | None:
     if address.is_reserved or not address.is_global:
         return "reserved"
     return None
-
-
-@dataclass(frozen=True)
-class HostList:
-    """Host names (``hooks.example.com``), name suffixes (``*.example.com``) and networks
-    (``10.0.0.0/8``, ``127.0.0.1``)."""
-
-    names: frozenset[str] = frozenset()
-    suffixes: tuple[str, ...] = ()
-    networks: tuple[IPNetwork, ...] = ()
-
-    @classmethod
-    def parse(cls, entries: Iterable[str], what: str) -> HostList:
-        """Raises ValueError naming ``what``: an entry is empty or has a ``*`` not at its start."""
-        names, suffixes, networks = set(), [], []
-        for raw in entries:
-            entry = raw.strip().lower()
-            if not entry:
-                continue
-            try:
-                networks.append(ipaddress.ip_network(entry, strict=False))
-                continue
-            except ValueError:
-                pass
-            if entry.startswith("*.") and "*" not in entry[2:] and len(entry) > 2:
-                suffixes.append(entry[1:])  # ".example.com"
-            elif "*" in entry or "/" in entry:
-                raise ValueError(f"{what}: {raw.strip()!r} is not a host, `*.domain` or a network")
-            else:
-                names.add(entry)
-        return cls(frozenset(names), tuple(suffixes), tuple(networks))
-
-    def __bool__(self) -> bool:
-        return bool(self.names or self.suffixes or self.networks)
-
-    def has_name(self, host: str) -> bool:
-        host = host.lower().rstrip(".")
-        return host in self.names or any(host.endswith(s) for s in self.suffixes)
-
-    def has_address(self, address: IPAddress) -> bool:
-        return any(address.version == n.version and address in n for n in self.networks)
 
 
 @dataclass(frozen=True)

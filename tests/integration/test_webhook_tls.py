@@ -17,8 +17,9 @@ from cryptography.x509.oid import NameOID
 
 from threadline import metrics
 from threadline.config import WebhookSettings
+from threadline.hosts import HostList
 from threadline.runs.records import RunRecord, now_iso
-from threadline.webhooks import HostList, WebhookPolicy, Webhooks
+from threadline.webhooks import WebhookPolicy, Webhooks
 
 from servers import until
 

@@ -10,8 +10,9 @@ import ipaddress
 import pytest
 
 from threadline.config import ConfigError, WebhookSettings, load
+from threadline.hosts import HostList
 from threadline.runs.errors import Invalid
-from threadline.webhooks import HostList, WebhookPolicy, address_range, sign, webhook_policy
+from threadline.webhooks import WebhookPolicy, address_range, sign, webhook_policy
 
 pytestmark = pytest.mark.unit
 
