@@ -28,11 +28,13 @@ def wait_ready(port: int, timeout: float = 120) -> None:
     wait_for_ready(f"http://127.0.0.1:{port}", timeout)
 
 
-def run_against_make_run(tmp_path: Path, heading: str, fence: str, command: list[str]) -> str:
-    """Start `make run`'s server (scripts/run-dev.sh) on a free port, run the README's first
-    ``fence`` block under ``heading`` against it with ``command``, and return its output."""
-    readme = (ROOT / "README.md").read_text()
-    session = re.search(rf"{heading}.*?```{fence}\n(.*?)```", readme, re.S).group(1)
+def run_against_make_run(
+    tmp_path: Path, heading: str, fence: str, command: list[str], document: Path = ROOT / "README.md"
+) -> str:
+    """Start `make run`'s server (scripts/run-dev.sh) on a free port, run the ``document``'s
+    first ``fence`` block under ``heading`` against it with ``command``, and return its output."""
+    text = document.read_text()
+    session = re.search(rf"{heading}.*?```{fence}\n(.*?)```", text, re.S).group(1)
     port = free_port()
     env = {
         **os.environ,
@@ -86,6 +88,14 @@ def test_readme_sdk_session_against_make_run(tmp_path):
     assert lines[3].startswith("turn 3 · history") and lines[3].endswith("you said: bye")
     assert lines[4] == "idle 6"
     assert lines[5] == "support 2"
+
+
+def test_the_mcp_client_session_of_the_api_doc_against_make_run(tmp_path):
+    document = ROOT / "docs" / "langgraph-api.md"
+    out = run_against_make_run(tmp_path, "## MCP and A2A", "python", [sys.executable, "-c"], document)
+    tools, result = out.splitlines()
+    assert tools == "['chat']"
+    assert "you said: hello" in result
 
 
 def test_readme_memory_session_against_make_run(tmp_path):
