@@ -433,3 +433,40 @@ async def test_custom_auth_handlers_apply_to_prune_and_supersteps(fresh_redis, s
         body = {"thread_id": tid, "metadata": {"deny": True, "graph_id": "greeter"}, "supersteps": steps}
         assert (await plain.post("/threads", json=body)).status_code == 403
         assert (await plain.get(f"/threads/{tid}")).status_code == 404
+
+
+async def test_cancel_many_across_threads_by_status_and_assistant(replicas) -> None:
+    """``POST /runs/cancel`` without a thread: by status (pending, then all) and by assistant,
+    across the caller's threads on either replica; another principal's runs go on; a body that
+    names nothing to cancel by, or a status beside a thread, is 422."""
+    (pa, pb), (a, b) = replicas("redis")
+    slow = {"steps": 1, "delay": 30}
+    t1, t2 = (await a.threads.create())["thread_id"], (await b.threads.create())["thread_id"]
+    running = await a.runs.create(t1, "steps", input=slow)
+    queued = await b.runs.create(t1, "steps", input=slow)  # enqueued behind it: pending
+    mine = await a.assistants.create(graph_id="steps", name="slow")
+    other = await b.runs.create(t2, mine["assistant_id"], input=slow)
+    bob = get_client(url=pa.url, api_key=OTHER_KEY)
+    bobs_thread = (await bob.threads.create())["thread_id"]
+    bobs = await bob.runs.create(bobs_thread, "steps", input=slow)
+    await until(lambda: _status_is(a, t1, running["run_id"], "running"), "the first run running")
+
+    await b.runs.cancel_many(status="pending")
+    await until(lambda: _status_is(a, t1, queued["run_id"], "interrupted"), "the queued run cancelled")
+    assert (await a.runs.get(t1, running["run_id"]))["status"] == "running"
+
+    async with httpx.AsyncClient(base_url=pb.url, headers={"x-api-key": API_KEY}) as http:
+        by_assistant = await http.post("/runs/cancel", json={"assistant_id": mine["assistant_id"]})
+        assert by_assistant.status_code == 204
+        await until(lambda: _status_is(a, t2, other["run_id"], "interrupted"), "the assistant's run ended")
+        assert (await a.runs.get(t1, running["run_id"]))["status"] == "running"
+        for body in ({}, {"status": "all", "thread_id": t1}):
+            assert (await http.post("/runs/cancel", json=body)).status_code == 422, body
+    await a.runs.cancel_many(status="all")
+    await until(lambda: _status_is(a, t1, running["run_id"], "interrupted"), "the running run cancelled")
+    assert (await bob.runs.get(bobs_thread, bobs["run_id"]))["status"] in ("pending", "running")
+    await bob.runs.cancel(bobs_thread, bobs["run_id"])
+
+
+async def _status_is(client, thread_id: str, run_id: str, status: str) -> bool:
+    return (await client.runs.get(thread_id, run_id))["status"] == status

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from threadline.access import Filters
 from threadline.config import QuotaSettings
 from threadline.lease import TurnLease
 from threadline.quotas import QUEUED_RUNS, QuotaExceeded
@@ -482,6 +483,31 @@ class Runs:
             # executor stops it at once.
             await self.executor.adopt_if_orphan(thread_id, run_id)
         return run
+
+    async def cancel_matching(
+        self,
+        principal: str,
+        statuses: tuple[str, ...],
+        assistant_id: str | None,
+        action: str,
+        filters: Filters | None = None,
+    ) -> int:
+        """Cancel the principal's runs shown in ``statuses`` (of ``assistant_id`` when given) on
+        every thread of theirs that ``filters`` let through (``POST /runs/cancel`` without a
+        thread): reads at most ``QUOTA_THREADS_PER_PRINCIPAL`` threads' runs. Returns how many.
+
+        Raises:
+            NotFound: ``assistant_id`` names no assistant of the principal.
+        """
+        wanted = (await self.assistants.get(principal, assistant_id)).assistant_id if assistant_id else None
+        cancelled = 0
+        for thread in await self.records.threads_of(principal, filters):
+            for status in statuses:
+                for run in await self.list(principal, thread.thread_id, limit=RUNS_PAGE, status=status):
+                    if wanted is None or run.assistant_id == wanted:
+                        await self.cancel(principal, thread.thread_id, run.run_id, action)
+                        cancelled += 1
+        return cancelled
 
     async def delete(self, principal: str, thread_id: str, run_id: str) -> None:
         """Raises Conflict: the run is still pending or running (cancel it first)."""

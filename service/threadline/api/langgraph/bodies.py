@@ -324,8 +324,9 @@ class RunBatch(RootModel[list[RunCreate]]):
 
 class RunsCancel(_Body):
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
-    run_ids: list[str] | None = None
+    run_ids: list[str] | None = Field(default=None, max_length=MAX_BATCH_RUNS * 10)
     status: Literal["pending", "running", "all"] | None = None
+    assistant_id: str | None = Field(default=None, min_length=1, max_length=128)
 
 
 # -- the store (/store/*) --

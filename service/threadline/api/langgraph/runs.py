@@ -469,15 +469,28 @@ async def cancel_many(
     runs: RunsDep,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> Response:
-    if body.thread_id is None:
+    """Runs by ``thread_id`` and ``run_ids``, or across the caller's threads by ``status`` and/or
+    ``assistant_id``, as langgraph-api takes them."""
+    if body.status is not None and (body.thread_id is not None or body.run_ids is not None):
         raise ApiError(
-            422, "invalid_request", "thread_id: required (cancelling across threads is not supported)"
+            422, "invalid_request", "status: give thread_id and run_ids, or a status across threads, not both"
         )
+    if body.thread_id is None:
+        if body.status is None and body.assistant_id is None:
+            raise ApiError(
+                422,
+                "invalid_request",
+                "Must provide either a status, an assistant_id, or both 'thread_id' and 'run_ids'",
+            )
+        value = {"thread_id": None, "action": action, "metadata": {"status": body.status}}
+        filters = await authorize.check("threads", "update", value)
+        statuses = ("pending", "running") if body.status in (None, "all") else (body.status,)
+        await runs.cancel_matching(principal, statuses, body.assistant_id, action, filters)
+        return Response(status_code=204)
     await authorize("threads", "update", {"thread_id": body.thread_id, "action": action})
     for run in await runs.list(principal, body.thread_id, limit=10**6):
         wanted = body.run_ids is None or run.run_id in body.run_ids
-        in_status = body.status in (None, "all") or run.status == body.status
-        if wanted and in_status:
+        if wanted and (body.assistant_id is None or run.assistant_id == body.assistant_id):
             await runs.cancel(principal, run.thread_id, run.run_id, action)
     return Response(status_code=204)
 
