@@ -46,7 +46,8 @@ from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
 from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
-from threadline.runs.assistants import Assistant, Assistants, graph_schemas
+from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.graph_schemas import graph_schemas
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
