@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from threadline.runs.errors import NotFound
 from threadline.runs.graph_io import values_result
 from threadline.runs.records import ACTIVE_RUN_STATUSES, END_EVENT, RunEvent, RunRecord, now_iso
-from threadline.runs.threads import thread_config
+from threadline.runs.thread_checkpoints import thread_config
 
 # Between two looks for the next run of a thread whose stream a client follows while it is idle.
 THREAD_STREAM_POLL_SECONDS = 0.5

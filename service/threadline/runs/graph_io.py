@@ -30,7 +30,7 @@ from threadline.runs.events import Emitter, EventLog
 from threadline.runs.graph_schemas import input_keys
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import RunRecord
-from threadline.runs.threads import OWNER_KEY, thread_config
+from threadline.runs.thread_checkpoints import OWNER_KEY, thread_config
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,8 @@ from threadline.runs.records import (
     now_iso,
     shown_status,
 )
-from threadline.runs.threads import Threads, thread_config
+from threadline.runs.thread_checkpoints import thread_config
+from threadline.runs.threads import Threads
 from threadline.store.tenant import Tenancy
 
 # Run records read per round trip when a run listing filters by status.
