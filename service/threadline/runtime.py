@@ -29,8 +29,9 @@ from threadline.runs.assistants import Assistants
 from threadline.runs.crons import Crons, CronScheduler, fire_with
 from threadline.runs.records import RunRecord
 from threadline.runs.runs import Runs
+from threadline.runs.thread_checkpoints import thread_config
 from threadline.runs.thread_upkeep import ThreadUpkeep
-from threadline.runs.threads import Threads, thread_config
+from threadline.runs.threads import Threads
 from threadline.store import StoreOptions, store_options
 from threadline.store.tenant import Tenancy
 from threadline.stores import Stores

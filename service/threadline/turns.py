@@ -48,7 +48,8 @@ from threadline.lease import HeldLease, LeaseBusy
 from threadline.quotas import QuotaExceeded
 from threadline.runs.errors import Conflict, NotFound
 from threadline.runs.graph_io import stream_graph
-from threadline.runs.threads import Threads, thread_config
+from threadline.runs.thread_checkpoints import thread_config
+from threadline.runs.threads import Threads
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,7 @@ from threadline.agent.factories import AccessContext, GraphFactory, server_runti
 from threadline.quotas import ASSISTANT_BYTES, ASSISTANTS, QuotaExceeded
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
+from threadline.runs.graph_schemas import graph_drawing, graph_schemas
 from threadline.runs.records import RunRecord, now_iso
 
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -471,12 +472,7 @@ class Assistants:
         async with assistant.opened(
             "assistants.read", assistant.read_config(user), user=user, store=store
         ) as graph:
-            drawable = await graph.aget_graph(xray=xray)
-        found = drawable.to_json()
-        for node in found.get("nodes", []):
-            if isinstance(node.get("data"), dict):
-                node["data"].pop("id", None)
-        return found
+            return await graph_drawing(graph, xray)
 
     @staticmethod
     async def schemas(assistant: Assistant, user: Any = None, store: Any = None) -> dict[str, Any]:
@@ -498,28 +494,6 @@ class Assistants:
             }
 
 
-def graph_schemas(graph_id: str, graph: Any) -> dict[str, Any]:
-    """A graph's input, output, state, config and context JSON schemas."""
-
-    def attempt(make):
-        try:
-            return make()
-        except Exception:  # a schema LangGraph cannot render is reported as absent
-            return None
-
-    # pydantic cannot render some state types (typing.TypedDict on Python < 3.12): then the
-    # schema still lists the graph's keys, without their types.
-    return {
-        "graph_id": graph_id,
-        "input_schema": attempt(graph.get_input_jsonschema) or _keys_schema("Input", input_keys(graph)),
-        "output_schema": attempt(graph.get_output_jsonschema)
-        or _keys_schema("Output", graph.output_channels),
-        "state_schema": attempt(lambda: _state_schema(graph)) or _keys_schema("State", graph.stream_channels),
-        "config_schema": attempt(lambda: graph.get_config_jsonschema()),
-        "context_schema": attempt(graph.get_context_jsonschema),
-    }
-
-
 def _synced(
     config: dict[str, Any], context: dict[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -533,32 +507,3 @@ def _synced(
     elif context:
         config["configurable"] = dict(context)
     return config, context
-
-
-def input_keys(graph: Any) -> list[str] | None:
-    """The keys a graph's input may have (its input schema's), or None when any value fits."""
-    builder = getattr(graph, "builder", None)
-    schemas = getattr(builder, "schemas", None)
-    if schemas and getattr(builder, "input_schema", None) in schemas:
-        return list(schemas[builder.input_schema])
-    channels = graph.input_channels
-    return None if isinstance(channels, str) else list(channels)
-
-
-def _keys_schema(title: str, channels: str | list[str] | None) -> dict[str, Any] | None:
-    if not channels or isinstance(channels, str):
-        return None
-    return {
-        "title": title,
-        "type": "object",
-        "properties": {c: {} for c in channels if not c.startswith("__")},
-    }
-
-
-def _state_schema(graph: CompiledStateGraph) -> dict[str, Any]:
-    schema = graph.builder.state_schema if hasattr(graph, "builder") else None
-    if schema is None:
-        return graph.get_output_jsonschema()
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(schema).json_schema()

@@ -10,7 +10,8 @@ A run outlives its executor (ADR 0010): the attempt renews a heartbeat that name
 heartbeat lapses (its replica died, or was paused past its lease), any replica — a sweep runs
 on each, and whoever waits for the run — claims the run and executes it again from the
 thread's last checkpoint, which the run itself wrote (LangGraph reruns only the unfinished
-step). The lease's fencing token keeps a paused executor from writing after that.
+step): :mod:`threadline.runs.takeover`. The lease's fencing token keeps a paused executor from
+writing after that.
 
 A delayed run (``after_seconds``) is created with its not-before time as its ``created_at``
 (as langgraph-api's): its executor waits, pending and beating, until then, so one that takes it
@@ -23,7 +24,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Collection
@@ -37,11 +37,11 @@ from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.retry import STORE_RETRY_SECONDS, delays, store_failures, through_store_failures
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
-from threadline.runs.errors import NotFound
 from threadline.runs.events import EventLog
 from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
-from threadline.runs.records import ACTIVE_RUN_STATUSES, CancelRequested, RecordStore, RunRecord, now_iso
+from threadline.runs.records import CancelRequested, RecordStore, RunRecord, now_iso
+from threadline.runs.takeover import SWEEP_SECONDS, Takeover
 from threadline.runs.threads import Threads
 from threadline.store.tenant import Tenancy
 
@@ -52,9 +52,6 @@ QUEUE_POLL_SECONDS = 0.05
 # A stateless run's thread is deleted this long after the run ends, so its creator can still
 # read the result; should this process die first, the records' TTL collects it.
 STATELESS_GRACE_SECONDS = 60.0
-# Between two orphan sweeps of a replica (jittered ±50 %): a dead executor's run is taken over
-# within heartbeat TTL + this, the lease expiring at the same time (target: lease + 1 s).
-SWEEP_SECONDS = 0.5
 
 
 def due_in(run: RunRecord) -> float:
@@ -85,7 +82,7 @@ class _Turn:
     started_at: str | None = None  # when this attempt started running the graph (ISO)
 
 
-class Executor:
+class Executor(Takeover):
     """Executes the runs created on this replica and takes over those whose executor is gone.
 
     Args:
@@ -337,64 +334,6 @@ class Executor:
                     return
             except Exception as exc:  # the store is away: the next beat may get through
                 log.warning("run heartbeat failed", extra={"run_id": run.run_id, "error": type(exc).__name__})
-
-    async def adopt_if_orphan(self, thread_id: str, run_id: str) -> bool:
-        """Take over a pending or running run whose executor is gone and execute it here from
-        its last checkpoint; True if this replica took it.
-
-        Any replica may try (the sweep, a waiter on the thread's queue, a joiner): the claim is
-        atomic, so exactly one executor owns the run at a time.
-        """
-        if await self.records.alive(thread_id, run_id):
-            return False
-        executor = uuid.uuid4().hex
-        attempt = await self.records.claim(thread_id, run_id, self.heartbeat_seconds, executor)
-        run = await self.records.get_run(thread_id, run_id)
-        if not attempt:
-            if run is None or run.status not in ACTIVE_RUN_STATUSES:
-                await self.records.forget_active(thread_id, run_id)
-            return False
-        if run is None:  # deleted meanwhile
-            return False
-        log.warning(
-            "taking over a run whose replica stopped",
-            extra={"run_id": run_id, "thread_id": thread_id, "attempt": attempt},
-        )
-        metrics.RUN_TAKEOVERS.inc()
-        try:
-            assistant = await self.assistants.for_run(run)
-        except NotFound as gone:  # not served here (a mixed rollout), or its assistant deleted
-            error = {"error": "GraphNotFound", "message": f"assistant {run.assistant_id!r}: {gone.message}"}
-            events = [("error", wire.dumps(error))]
-            await self._finish(
-                run, "error", "error", wire.dumps({"__error__": error}), executor, events=events
-            )
-            return True
-        self._start(run, assistant, executor, attempt)
-        return True
-
-    def start_sweep(self) -> None:
-        """Start this replica's orphan sweep (stopped by :meth:`aclose`)."""
-        if self._sweeper is None and self.records.shared:
-            self._sweeper = asyncio.create_task(self._sweep_forever(), name="runs-sweep")
-
-    async def _sweep_forever(self) -> None:
-        while True:
-            # Jittered, so the replicas' sweeps spread out instead of racing for the same claim.
-            await asyncio.sleep(self.sweep_seconds * random.uniform(0.5, 1.5))
-            try:
-                await self.sweep()
-            except Exception as exc:  # the store is away: the next sweep may get through
-                log.warning("run sweep failed", extra={"error": type(exc).__name__})
-
-    async def sweep(self) -> int:
-        """Take over every orphaned run (one whose executor stopped); returns how many this
-        replica took. Ended runs are dropped from the active index on the way."""
-        taken = 0
-        for thread_id, run_id in await self.records.active_runs():
-            if await self.adopt_if_orphan(thread_id, run_id):
-                taken += 1
-        return taken
 
     async def _finish(
         self,

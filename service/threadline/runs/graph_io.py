@@ -24,12 +24,13 @@ from threadline.custom_auth import graph_configurable
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.retry import store_failures, through_store_failures
 from threadline.runs import wire
-from threadline.runs.assistants import Assistant, input_keys
+from threadline.runs.assistants import Assistant
 from threadline.runs.errors import Invalid
 from threadline.runs.events import Emitter, EventLog
+from threadline.runs.graph_schemas import input_keys
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import RunRecord
-from threadline.runs.threads import OWNER_KEY, thread_config
+from threadline.runs.thread_checkpoints import OWNER_KEY, thread_config
 
 log = logging.getLogger(__name__)
 

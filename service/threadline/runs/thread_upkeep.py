@@ -28,6 +28,7 @@ from langgraph.types import StateUpdate
 from threadline.lease import LeaseBusy
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import ThreadRecord
+from threadline.runs.thread_checkpoints import OWNER_KEY, thread_config, thread_status_of
 
 if TYPE_CHECKING:
     from threadline.runs.threads import Threads
@@ -93,9 +94,8 @@ async def apply_supersteps(threads: Threads, record: ThreadRecord, supersteps: l
     Raises:
         Invalid: an update does not fit the graph (nothing is left of the thread).
     """
-    # Imported here: threads imports this module (and graph_io imports threads).
+    # Imported here: graph_io imports threads, which imports this module.
     from threadline.runs.graph_io import graph_input
-    from threadline.runs.threads import OWNER_KEY, thread_config, thread_status_of
 
     graph = threads.assistant_of(record).graph
     steps = [

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,32 +29,13 @@ from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.records import RecordStore, ThreadRecord, now_iso
+from threadline.runs.thread_checkpoints import OWNER_KEY, copy_checkpoints, thread_config, thread_status_of
 from threadline.runs.thread_upkeep import apply_supersteps, check_supersteps, epoch, record_ttl
 
 log = logging.getLogger(__name__)
 
-# Checkpoint metadata key naming the thread's owner (written by every run and state update).
-OWNER_KEY = "threadline_owner"
 # The fields of a run's body its record keeps, sized by the client (QUOTA_THREAD_BYTES).
 RUN_STORED_FIELDS = ("input", "command", "config", "context", "metadata")
-
-
-def thread_config(thread_id: str, checkpoint: dict[str, Any] | None = None, token: str | None = None):
-    """The runnable config that addresses ``thread_id`` (at ``checkpoint``, when given)."""
-    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    for key in ("checkpoint_ns", "checkpoint_id", "checkpoint_map"):
-        if checkpoint and checkpoint.get(key) is not None:
-            configurable[key] = checkpoint[key]
-    if token is not None:
-        configurable["fencing_token"] = token
-    return {"configurable": configurable}
-
-
-def thread_status_of(state: StateSnapshot | None) -> str:
-    """``interrupted`` when the thread waits at an interrupt or a breakpoint, else ``idle``."""
-    if state is not None and (state.interrupts or state.next):
-        return "interrupted"
-    return "idle"
 
 
 class Threads:
@@ -493,31 +473,3 @@ def _empty_state(thread_id: str) -> dict[str, Any]:
         "checkpoint_id": None,
         "parent_checkpoint_id": None,
     }
-
-
-async def copy_checkpoints(saver: BaseCheckpointSaver, source: str, target: str) -> None:
-    """Every checkpoint and pending write of ``source`` into ``target``.
-
-    Uses the saver's own ``acopy_thread`` where it has one (the Redis saver: one script);
-    otherwise replays the history oldest first through ``aput``/``aput_writes``.
-    """
-    try:
-        await saver.acopy_thread(source, target)
-        return
-    except NotImplementedError:
-        pass
-    saved = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
-    for item in reversed(saved):
-        source_conf = item.config["configurable"]
-        parent_id = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        config = thread_config(target, {"checkpoint_ns": source_conf.get("checkpoint_ns", "")})
-        if parent_id:
-            config["configurable"]["checkpoint_id"] = parent_id
-        written = await saver.aput(
-            config, item.checkpoint, item.metadata, dict(item.checkpoint.get("channel_versions", {}))
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, channel, value in item.pending_writes or []:
-            by_task[task_id].append((channel, value))
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(written, writes, task_id)

@@ -20,12 +20,10 @@ A2A server calls: ``assistants.read``, ``threads.create_run``, ``threads.read``,
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Request, Response
-from sse_starlette import ServerSentEvent
 
 from threadline.api.deps import (
     THREAD_ID,
@@ -38,15 +36,15 @@ from threadline.api.deps import (
 )
 from threadline.api.errors import ApiError
 from threadline.api.langgraph import a2a_shapes as shapes
-from threadline.api.langgraph import jsonrpc
+from threadline.api.langgraph import a2a_stream, jsonrpc
 from threadline.api.langgraph.assistants import _read
 from threadline.api.langgraph.bodies import RunCreate
 from threadline.api.langgraph.runs import _create
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
-from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
-from threadline.runs.assistants import Assistant, Assistants, graph_schemas
+from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.graph_schemas import graph_schemas
 from threadline.runs.records import RunRecord, shown_status
 from threadline.runs.runs import Runs
 from threadline.runs.threads import Threads
@@ -348,91 +346,14 @@ class _Context:
                 body, context_id, task_id, message = await self._prepare(params)
                 run = await self._start(body, context_id, streamed=True)
             except shapes.Refused as refused:
-                events = _one(refused.outcome)
+                events = a2a_stream.one(refused.outcome)
             else:
-                events = self._progress(run, task_id or f"{run.thread_id}:{run.run_id}", message)
-
-            async def sse() -> AsyncIterator[ServerSentEvent]:
-                async for outcome in _store_errors_answered(events):
-                    data = orjson.dumps(shapes.rpc(rpc_id, outcome, spec_03)).decode()
-                    # U+2028/2029 and U+0085 end a line for some SSE readers.
-                    data = (
-                        data.replace("\u2028", "\\u2028")
-                        .replace("\u2029", "\\u2029")
-                        .replace("\x85", "\\u0085")
-                    )
-                    yield ServerSentEvent(data, event="message")
-
-            return slot.sse(sse(), {})
-
-    async def _progress(self, run: RunRecord, task_id: str, message: dict[str, Any]) -> AsyncIterator[dict]:
-        assert self.runs is not None
-        context_id = run.thread_id
-        update = {"taskId": task_id, "contextId": context_id}
-        submitted = {
-            "kind": "task",
-            "id": task_id,
-            "contextId": context_id,
-            "history": [{**message, "kind": "message", "taskId": task_id, "contextId": context_id}],
-            "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": shapes.now()},
-        }
-        yield {"result": {"task": submitted}}
-        result: Any = None
-        error: Any = None
-        async for event in self.runs.events(self.principal, context_id, run.run_id, check=False):
-            data = orjson.loads(event.data)
-            if event.event == "error":
-                error = data
-            elif event.event == "values":
-                error, result = None, data
-            elif event.event.startswith("messages") and isinstance(data, list):
-                text = "".join(
-                    shapes.text_of(m.get("content"))
-                    for m in data
-                    if isinstance(m, dict) and shapes.role_of(m) == "ROLE_AGENT"
+                assert self.runs is not None
+                task_id = task_id or f"{run.thread_id}:{run.run_id}"
+                events = a2a_stream.progress(
+                    self.runs, self.principal, self.assistant_id, run, task_id, message
                 )
-                if text:
-                    status = {
-                        "state": "TASK_STATE_WORKING",
-                        "message": shapes.text_message("ROLE_AGENT", text, task_id, context_id),
-                        "timestamp": shapes.now(),
-                    }
-                    yield {"result": {**update, "kind": "status-update", "status": status, "final": False}}
-        final: dict[str, Any] = {"timestamp": shapes.now()}
-        ended = await self.runs.get(self.principal, context_id, run.run_id)
-        if shown_status(ended) == "interrupted":  # cancelled (tasks/cancel, a newer run's strategy)
-            final.update(
-                state="TASK_STATE_CANCELED",
-                message=shapes.text_message("ROLE_AGENT", "Task was canceled", task_id),
-            )
-        elif error is not None:
-            text = (error.get("message") or error.get("error")) if isinstance(error, dict) else error
-            final.update(
-                state="TASK_STATE_FAILED",
-                message=shapes.text_message("ROLE_AGENT", str(text or ""), task_id, context_id),
-            )
-        elif isinstance(result, dict) and "__interrupt__" in result:
-            final["state"] = "TASK_STATE_INPUT_REQUIRED"
-            artifact = shapes.interrupt_artifact(result["__interrupt__"])
-            yield {"result": {**update, "kind": "artifact-update", "artifact": artifact}}
-        else:
-            final["state"] = "TASK_STATE_COMPLETED"
-            parts = (
-                shapes.reply_parts(result)
-                if isinstance(result, dict)
-                else [{"kind": "text", "text": str(result)}]
-            )
-            artifact = shapes.response_artifact(parts, self.assistant_id)
-            yield {
-                "result": {
-                    **update,
-                    "kind": "artifact-update",
-                    "artifact": artifact,
-                    "append": False,
-                    "lastChunk": True,
-                }
-            }
-        yield {"result": {**update, "kind": "status-update", "status": final, "final": True}}
+            return slot.sse(a2a_stream.sse(events, rpc_id, spec_03), {})
 
     # -- tasks --
 
@@ -545,18 +466,3 @@ class _Context:
         base = f"{scheme}://{host}" + (f":{url.port}" if url.port and url.port != default_port else "")
         agent_url = f"{base}/a2a/{self.assistant_id}"
         return shapes.agent_card(self.assistant_id, name, description, schema, agent_url)
-
-
-async def _store_errors_answered(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    """``events``, ended by a JSON-RPC error when a store becomes unreachable midway."""
-    try:
-        async for outcome in events:
-            yield outcome
-    except Exception as exc:
-        if not is_store_down(exc):
-            raise
-        yield jsonrpc.error(jsonrpc.INTERNAL_ERROR, "a store is unreachable; ask tasks/get later")
-
-
-async def _one(outcome: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    yield outcome

@@ -30,7 +30,8 @@ from threadline.api.langgraph.bodies import AssistantSearch, RunCreate
 from threadline.api.langgraph.runs import _create
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
-from threadline.runs.assistants import Assistant, Assistants, graph_schemas
+from threadline.runs.assistants import Assistant, Assistants
+from threadline.runs.graph_schemas import graph_schemas
 
 log = logging.getLogger(__name__)
 

@@ -9,20 +9,13 @@ event log, so a reconnect with ``Last-Event-ID`` resumes on any replica.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import StreamingResponse
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.background import BackgroundTask
+from sse_starlette import EventSourceResponse
 
-from threadline import metrics
 from threadline.api.deps import (
     Authorize,
     CallerDep,
@@ -41,117 +34,24 @@ from threadline.api.langgraph.bodies import (
     RunsCancel,
     selected,
 )
+from threadline.api.langgraph.run_replies import (
+    cancel_quietly,
+    json_response,
+    stream_events,
+    thread_sse,
+    wait_response,
+    where,
+)
 from threadline.api.openapi import error_responses
 from threadline.api.streams import StreamSlot
-from threadline.checkpoint import is_store_down
 from threadline.custom_auth import Caller
 from threadline.runs.events import STREAM_MODES
 from threadline.runs.graph_io import AUTH_KWARG
-from threadline.runs.records import RunEvent, RunRecord, event_id_valid
+from threadline.runs.records import RunRecord, event_id_valid
 from threadline.runs.runs import Runs, run_dict
 from threadline.runtime import Runtime
 
-log = logging.getLogger(__name__)
-
 router = APIRouter(tags=["runs"])
-
-# Bytes sent while a /wait or /join has nothing to say yet, so proxies keep the connection
-# (leading whitespace is ignored by JSON parsers); every 5 s like langgraph-api.
-WAIT_KEEPALIVE_SECONDS = 5.0
-
-
-def _where(run: RunRecord, tail: str | None = None) -> dict[str, str]:
-    base = f"/threads/{run.thread_id}/runs/{run.run_id}"
-    headers = {"Content-Location": base}
-    if tail:
-        headers["Location"] = f"{base}/{tail}"
-    return headers
-
-
-async def _cancel_quietly(runs: Runs, principal: str, run: RunRecord) -> None:
-    with contextlib.suppress(Exception):
-        await runs.cancel(principal, run.thread_id, run.run_id)
-
-
-def _store_error(exc: Exception) -> ServerSentEvent:
-    """The last event of a stream cut by a store error."""
-    log.warning("run stream cut by a store error", extra={"error": type(exc).__name__})
-    error = {"error": "StoreUnavailable", "message": "a store is unreachable; reconnect with Last-Event-ID"}
-    return ServerSentEvent(orjson.dumps(error).decode(), event="error")
-
-
-async def _stream_events(
-    runs: Runs,
-    principal: str,
-    run: RunRecord,
-    *,
-    after: str | None,
-    modes: list[str] | None,
-    cancel_on_disconnect: bool,
-) -> AsyncIterator[ServerSentEvent]:
-    """The run's events as SSE. The generator is closed when the client goes away; then, with
-    ``cancel_on_disconnect``, the run is cancelled."""
-    finished = False
-    metrics.ACTIVE_STREAMS.inc()
-    try:
-        async for event in runs.events(principal, run.thread_id, run.run_id, after, modes, check=False):
-            yield ServerSentEvent(event.data.decode(), event=event.event, id=event.id)
-        finished = True
-    except Exception as exc:
-        if not is_store_down(exc):
-            raise
-        yield _store_error(exc)
-    finally:
-        metrics.ACTIVE_STREAMS.dec()
-        if not finished and cancel_on_disconnect:
-            await asyncio.shield(_cancel_quietly(runs, principal, run))
-
-
-async def _result_body(
-    runs: Runs, principal: str, run: RunRecord, cancel_on_disconnect: bool
-) -> AsyncIterator[bytes]:
-    """The run's result once it ends, after keep-alive newlines while it runs. The route has
-    checked the run is the principal's (it created or read it)."""
-    join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
-    try:
-        while True:
-            done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
-            if done:
-                yield join.result()
-                return
-            yield b"\n"
-    finally:
-        if not join.done():
-            join.cancel()
-            if cancel_on_disconnect:
-                await asyncio.shield(_cancel_quietly(runs, principal, run))
-
-
-async def _wait_response(
-    runs: Runs, slot: StreamSlot, principal: str, run: RunRecord, cancel_on_disconnect: bool
-) -> Response:
-    """The run's result, holding ``slot`` while it waits. A run that ends before the first
-    keep-alive is due (most do) is answered as one plain response: a streamed one costs a task
-    group and a disconnect listener per request, ~0.5 ms of CPU per run in ``make bench-api``.
-    Not when the run is to be cancelled on disconnect: only a streamed response notices the
-    client leaving."""
-    with slot.released_on_error():
-        if not cancel_on_disconnect:
-            join = asyncio.ensure_future(runs.join(principal, run.thread_id, run.run_id, check=False))
-            try:
-                done, _ = await asyncio.wait({join}, timeout=WAIT_KEEPALIVE_SECONDS)
-            finally:
-                if not join.done():
-                    join.cancel()
-            if done:
-                slot.release()
-                return Response(join.result(), media_type="application/json", headers=_where(run, "join"))
-        return StreamingResponse(
-            slot.holding(_result_body(runs, principal, run, cancel_on_disconnect)),
-            background=BackgroundTask(slot.release),
-            media_type="application/json",
-            headers=_where(run, "join"),
-        )
 
 
 async def _create(
@@ -197,8 +97,8 @@ async def _stream_reply(
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body, streamed=True)
         cancel = body.on_disconnect == "cancel"
-        events = _stream_events(runs, principal, run, after=None, modes=None, cancel_on_disconnect=cancel)
-        return slot.sse(events, _where(run, "stream"))
+        events = stream_events(runs, principal, run, after=None, modes=None, cancel_on_disconnect=cancel)
+        return slot.sse(events, where(run, "stream"))
 
 
 async def _wait_reply(
@@ -208,7 +108,7 @@ async def _wait_reply(
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body)
-        return await _wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
+        return await wait_response(runs, slot, principal, run, body.on_disconnect == "cancel")
 
 
 # -- on a thread --
@@ -224,7 +124,7 @@ async def create(
     authorize: Authorize,
 ) -> Response:
     run = await _create(runs, runtime, caller, authorize, thread_id, body)
-    return _json(run_dict(run), _where(run))
+    return json_response(run_dict(run), where(run))
 
 
 @router.post(
@@ -278,7 +178,7 @@ async def get(
 ) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     run = await runs.get(principal, thread_id, run_id)
-    return _json(run_dict(run), _where(run))
+    return json_response(run_dict(run), where(run))
 
 
 @router.delete(
@@ -304,7 +204,7 @@ async def join(
 ) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id, "run_id": run_id})
     run = await runs.get(principal, thread_id, run_id)
-    return await _wait_response(runs, StreamSlot(runtime, principal), principal, run, cancel_on_disconnect)
+    return await wait_response(runs, StreamSlot(runtime, principal), principal, run, cancel_on_disconnect)
 
 
 @router.get(
@@ -330,7 +230,7 @@ async def join_stream(
         raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this API")
     run = await runs.get(principal, thread_id, run_id)
     modes = _stream_modes(request.query_params.getlist("stream_mode"))
-    events = _stream_events(
+    events = stream_events(
         runs,
         principal,
         run,
@@ -338,7 +238,7 @@ async def join_stream(
         modes=modes,
         cancel_on_disconnect=cancel_on_disconnect,
     )
-    return StreamSlot(runtime, principal).sse(events, _where(run, "stream"))
+    return StreamSlot(runtime, principal).sse(events, where(run, "stream"))
 
 
 @router.get("/threads/{thread_id}/stream", responses={**SSE_RESPONSE, **error_responses(400, 404)})
@@ -366,7 +266,7 @@ async def join_thread_stream(
             raise ApiError(422, "invalid_request", "Last-Event-ID: not an event id of this thread stream")
         after = (run_id, event_id)
     events = await runs.thread_events(principal, thread_id, after)
-    return StreamSlot(runtime, principal).sse(_thread_sse(events), {})
+    return StreamSlot(runtime, principal).sse(thread_sse(events), {})
 
 
 def _is_uuid(value: str) -> bool:
@@ -375,19 +275,6 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-async def _thread_sse(events: AsyncIterator[tuple[str, RunEvent]]) -> AsyncIterator[ServerSentEvent]:
-    metrics.ACTIVE_STREAMS.inc()
-    try:
-        async for run_id, event in events:
-            yield ServerSentEvent(event.data.decode(), event=event.event, id=f"{run_id}/{event.id}")
-    except Exception as exc:
-        if not is_store_down(exc):
-            raise
-        yield _store_error(exc)
-    finally:
-        metrics.ACTIVE_STREAMS.dec()
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", responses=error_responses(202, 400, 404))
@@ -405,7 +292,7 @@ async def cancel(
     run = await runs.cancel(principal, thread_id, run_id, action)
     if not wait:
         return Response(status_code=202)
-    return await _wait_response(runs, StreamSlot(runtime, principal), principal, run, False)
+    return await wait_response(runs, StreamSlot(runtime, principal), principal, run, False)
 
 
 # -- stateless --
@@ -416,7 +303,7 @@ async def create_stateless(
     body: RunCreate, runs: RunsDep, runtime: RuntimeDep, caller: CallerDep, authorize: Authorize
 ) -> Response:
     run = await _create(runs, runtime, caller, authorize, None, body)
-    return _json(run_dict(run), _where(run))
+    return json_response(run_dict(run), where(run))
 
 
 @router.post("/runs/batch", responses=error_responses(404, 409, 429))
@@ -434,9 +321,9 @@ async def create_batch(
             created.append(await _create(runs, runtime, caller, authorize, None, item))
     except BaseException:
         for run in created:
-            await _cancel_quietly(runs, caller.identity, run)
+            await cancel_quietly(runs, caller.identity, run)
         raise
-    return _json([run_dict(run) for run in created], {})
+    return json_response([run_dict(run) for run in created], {})
 
 
 @router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
@@ -510,7 +397,3 @@ def _stream_modes(raw: list[str]) -> list[str] | None:
     if bad:
         raise ApiError(422, "invalid_request", f"stream_mode: unknown modes {bad}")
     return modes or None
-
-
-def _json(body: Any, headers: dict[str, str]) -> Response:
-    return Response(orjson.dumps(body), media_type="application/json", headers=headers)
