@@ -4,12 +4,13 @@ router per resource; bodies in :mod:`.bodies`; a run's events as SSE (sse-starle
 
 from threadline.api.langgraph import a2a, assistants, crons, mcp, meta, protocol, runs, store, threads
 
+# The runs first: app.py puts them before every other router (route matching, in order).
 ROUTERS = (
+    runs.router,
     meta.router,
     assistants.router,
     threads.router,
     crons.router,
-    runs.router,
     protocol.router,
     store.router,
     mcp.router,
