@@ -18,10 +18,11 @@ from sse_starlette import EventSourceResponse
 
 from threadline.api.deps import (
     Authorize,
-    CallerDep,
     Principal,
     RunId,
     RunsDep,
+    RunStart,
+    RunStartDep,
     RuntimeDep,
     ThreadId,
 )
@@ -89,10 +90,9 @@ async def _create(
     return await runs.create(caller.identity, thread_id, payload, streamed)
 
 
-async def _stream_reply(
-    runs: Runs, runtime: Runtime, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
-) -> EventSourceResponse:
+async def _stream_reply(start: RunStart, thread_id: str | None, body: RunCreate) -> EventSourceResponse:
     """A new run's events as SSE, its stream slot taken before the run is created."""
+    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body, streamed=True)
@@ -101,10 +101,9 @@ async def _stream_reply(
         return slot.sse(events, where(run, "stream"))
 
 
-async def _wait_reply(
-    runs: Runs, runtime: Runtime, caller: Caller, authorize: Authorize, thread_id: str | None, body: RunCreate
-) -> Response:
+async def _wait_reply(start: RunStart, thread_id: str | None, body: RunCreate) -> Response:
     """A new run's result, its stream slot taken before the run is created."""
+    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body)
@@ -118,12 +117,9 @@ async def _wait_reply(
 async def create(
     thread_id: ThreadId,
     body: RunCreate,
-    runs: RunsDep,
-    runtime: RuntimeDep,
-    caller: CallerDep,
-    authorize: Authorize,
+    start: RunStartDep,
 ) -> Response:
-    run = await _create(runs, runtime, caller, authorize, thread_id, body)
+    run = await _create(start.runs, start.runtime, start.caller, start.authorize, thread_id, body)
     return json_response(run_dict(run), where(run))
 
 
@@ -133,24 +129,18 @@ async def create(
 async def stream(
     thread_id: ThreadId,
     body: RunCreate,
-    runs: RunsDep,
-    runtime: RuntimeDep,
-    caller: CallerDep,
-    authorize: Authorize,
+    start: RunStartDep,
 ) -> EventSourceResponse:
-    return await _stream_reply(runs, runtime, caller, authorize, thread_id, body)
+    return await _stream_reply(start, thread_id, body)
 
 
 @router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
 async def wait(
     thread_id: ThreadId,
     body: RunCreate,
-    runs: RunsDep,
-    runtime: RuntimeDep,
-    caller: CallerDep,
-    authorize: Authorize,
+    start: RunStartDep,
 ) -> Response:
-    return await _wait_reply(runs, runtime, caller, authorize, thread_id, body)
+    return await _wait_reply(start, thread_id, body)
 
 
 @router.get("/threads/{thread_id}/runs", responses=error_responses(400, 404))
@@ -299,20 +289,17 @@ async def cancel(
 
 
 @router.post("/runs", responses=error_responses(404, 409, 429))
-async def create_stateless(
-    body: RunCreate, runs: RunsDep, runtime: RuntimeDep, caller: CallerDep, authorize: Authorize
-) -> Response:
-    run = await _create(runs, runtime, caller, authorize, None, body)
+async def create_stateless(body: RunCreate, start: RunStartDep) -> Response:
+    run = await _create(start.runs, start.runtime, start.caller, start.authorize, None, body)
     return json_response(run_dict(run), where(run))
 
 
 @router.post("/runs/batch", responses=error_responses(404, 409, 429))
-async def create_batch(
-    body: RunBatch, runs: RunsDep, runtime: RuntimeDep, caller: CallerDep, authorize: Authorize
-) -> Response:
+async def create_batch(body: RunBatch, start: RunStartDep) -> Response:
     """Stateless background runs, one per item. Every item is checked (assistant, input) before
     any run is stored; a run refused after others were created (a quota, a custom auth
     handler) cancels those, so a batch is created whole or not at all."""
+    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
     for item in body.root:
         await runs.check(caller.identity, item.payload())
     created: list[RunRecord] = []
@@ -329,23 +316,17 @@ async def create_batch(
 @router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
 async def stream_stateless(
     body: RunCreate,
-    runs: RunsDep,
-    runtime: RuntimeDep,
-    caller: CallerDep,
-    authorize: Authorize,
+    start: RunStartDep,
 ) -> EventSourceResponse:
-    return await _stream_reply(runs, runtime, caller, authorize, None, body)
+    return await _stream_reply(start, None, body)
 
 
 @router.post("/runs/wait", responses=error_responses(404, 409, 429))
 async def wait_stateless(
     body: RunCreate,
-    runs: RunsDep,
-    runtime: RuntimeDep,
-    caller: CallerDep,
-    authorize: Authorize,
+    start: RunStartDep,
 ) -> Response:
-    return await _wait_reply(runs, runtime, caller, authorize, None, body)
+    return await _wait_reply(start, None, body)
 
 
 @router.post("/runs/cancel", status_code=204, responses=error_responses(404))
