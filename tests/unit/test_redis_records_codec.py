@@ -1,4 +1,4 @@
-"""The ``redis`` saver's record codec (checkpoint/redis/records.py) on its own: no Redis.
+"""The ``redis`` saver's record codec (checkpoint/redis/records.py, lists.py) on its own: no Redis.
 
 Round trips over seeded random checkpoints, metadata, channel values and pending writes, with
 LangGraph's ``InMemorySaver`` as the oracle of what must come back; the formats this release
@@ -27,17 +27,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, SCHEDULED
 from legacy_redis_saver_v2 import records as format2_release
 
-from threadline.checkpoint.redis import records
-from threadline.checkpoint.redis.records import (
-    DESCRIPTOR_MAX_BYTES,
-    EMPTY_BLOB_BYTES,
-    FENCING_TOKEN,
-    MAX_SEGMENTS,
-    NO_VALUE,
-    REF_TYPE,
-    DictRef,
-    Segment,
-)
+from threadline.checkpoint.redis import lists, records
+from threadline.checkpoint.redis.lists import DESCRIPTOR_MAX_BYTES, MAX_SEGMENTS, DictRef, Segment
+from threadline.checkpoint.redis.records import EMPTY_BLOB_BYTES, FENCING_TOKEN, NO_VALUE, REF_TYPE
 
 from legacy_redis_saver import base as format1_release
 
@@ -248,7 +240,7 @@ def test_ns_range_selects_exactly_one_namespace_newest_first(seed: int) -> None:
 
 def test_item_fields_and_version_fields_never_collide() -> None:
     version = records.blob_field("ns", "messages", "00000001.0123456789abcdef").encode()
-    item = records.item_field(records.unversioned(version), b"00000001.0123456789abcdef", 0)
+    item = lists.item_field(records.unversioned(version), b"00000001.0123456789abcdef", 0)
     assert version.count(b"\x00") == 2 and item.count(b"\x00") == 3
     assert records.unversioned(version) == b"ns\x00messages"
     assert records.unversioned(item) != records.unversioned(version), "an item is not a version"
@@ -370,8 +362,8 @@ def test_blobs_and_items_round_trip_any_value(seed: int) -> None:
         assert blob.field == b"f" and blob.value is value
         assert records.decode_blob(SERDE, blob.data) == value
         assert records.decode_item(SERDE, records.encode_item(SERDE, value)) == value
-        assert not records.is_reference(blob.data)
-        assert records.decode_segments(blob.data) is None and records.decode_dref(blob.data) is None
+        assert not lists.is_reference(blob.data)
+        assert lists.decode_segments(blob.data) is None and lists.decode_dref(blob.data) is None
 
 
 def test_no_value_is_the_empty_blob_of_its_documented_size() -> None:
@@ -400,17 +392,17 @@ def test_segments_round_trip(seed: int) -> None:
     for _ in range(rng.randint(0, MAX_SEGMENTS)):
         start = rng.randint(0, 10**6)
         segments.append(Segment(a_version(rng).encode(), start, start + rng.randint(1, 1000)))
-    raw = records.encode_segments(segments)
-    assert records.is_reference(raw)
-    assert records.decode_segments(raw) == segments
-    assert records.decode_dref(raw) is None
+    raw = lists.encode_segments(segments)
+    assert lists.is_reference(raw)
+    assert lists.decode_segments(raw) == segments
+    assert lists.decode_dref(raw) is None
 
 
 @pytest.mark.parametrize("lineage_chars", [25, 51])  # format 3's versions, format 2's
 def test_the_longest_descriptor_fits_what_the_scripts_read(lineage_chars: int) -> None:
     lineage = b"9" * lineage_chars
     segments = [Segment(lineage, 10**12, 10**12 + 10**6) for _ in range(MAX_SEGMENTS)]
-    assert len(records.encode_segments(segments)) <= DESCRIPTOR_MAX_BYTES
+    assert len(lists.encode_segments(segments)) <= DESCRIPTOR_MAX_BYTES
 
 
 def _names(segments: list[Segment]) -> list[tuple[bytes, int]]:
@@ -446,8 +438,8 @@ def test_shared_prefix_is_exact_for_a_list_that_extends_a_prefix(seed: int) -> N
     other = [Segment(s.lineage, s.start, min(s.end, keep)) for s in base if s.start < keep]
     if rng.random() < 0.7:
         other.append(Segment(b"fresh", keep, keep + rng.randint(1, 4)))
-    assert records.shared_prefix(base, other) == keep == _true_prefix(base, other)
-    assert records.shared_prefix(other, base) == keep
+    assert lists.shared_prefix(base, other) == keep == _true_prefix(base, other)
+    assert lists.shared_prefix(other, base) == keep
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -456,8 +448,8 @@ def test_shared_prefix_never_claims_an_item_the_lists_do_not_share(seed: int) ->
     lineages = [b"A", b"B", b"C"]
     for _ in range(50):
         a, b = _contiguous(rng, lineages), _contiguous(rng, lineages)
-        assert records.shared_prefix(a, b) <= _true_prefix(a, b)
-    assert records.shared_prefix([], []) == 0
+        assert lists.shared_prefix(a, b) <= _true_prefix(a, b)
+    assert lists.shared_prefix([], []) == 0
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -468,15 +460,15 @@ def test_dict_references_round_trip(seed: int) -> None:
         start = rng.randint(0, 10**5)
         key, channel = text(rng, 0, 10), text(rng, 1, 10).encode()
         refs.append(DictRef(key, channel, a_version(rng).encode(), start, start + rng.randint(1, 50)))
-    raw = records.encode_dref(refs)
-    assert records.is_reference(raw)
-    assert records.decode_dref(raw) == refs
-    assert records.decode_segments(raw) is None
+    raw = lists.encode_dref(refs)
+    assert lists.is_reference(raw)
+    assert lists.decode_dref(raw) == refs
+    assert lists.decode_segments(raw) is None
 
 
 def test_is_reference_of_what_is_not_stored() -> None:
-    assert not records.is_reference(None) and not records.is_reference(b"")
-    assert not records.is_reference(b"tl-seg") and not records.is_reference(b"tl-segment\x00x")
+    assert not lists.is_reference(None) and not lists.is_reference(b"")
+    assert not lists.is_reference(b"tl-seg") and not lists.is_reference(b"tl-segment\x00x")
 
 
 # --- pending writes ---------------------------------------------------------------------------
@@ -542,7 +534,7 @@ def _write_by_reference(
     ref = records.ref_write(record, lineage, start, start + len(items))
     key = f"{ns}\x00messages".encode()
     pairs = [
-        [records.item_field(key, lineage, start + i), records.encode_item(SERDE, v)]
+        [lists.item_field(key, lineage, start + i), records.encode_item(SERDE, v)]
         for i, v in enumerate(items)
     ]
     rng.shuffle(pairs)  # the script returns them in no promised order
@@ -690,7 +682,7 @@ def test_reads_what_the_format_2_release_writes(seed: int, compress: bool) -> No
     assert (got.checkpoint, got.parent_config) == (want.checkpoint, want.parent_config)
     # Its descriptors and writes are this release's too.
     segments = [Segment(b"0001.abc", 0, 3), Segment(b"0002.def", 3, 5)]
-    assert records.decode_segments(format2_release.encode_segments(segments)) == segments
+    assert lists.decode_segments(format2_release.encode_segments(segments)) == segments
     write_config = {"configurable": {**config["configurable"], "checkpoint_id": "c"}}
     old = format2_release.encode_writes(SERDE, write_config, [("a", 1), (ERROR, "x")], "task", "p")
     assert old == records.encode_writes(SERDE, write_config, [("a", 1), (ERROR, "x")], "task", "p")
@@ -725,13 +717,13 @@ def test_older_releases_refuse_format_3_loudly() -> None:
     _record, ref, _items = _write_by_reference(rng, "", ["m"], 0)
     with pytest.raises(NotImplementedError, match="Unknown serialization type: tl-ref"):
         format2_release.decode_writes(SERDE, [ref])
-    dref = records.encode_dref([DictRef("messages", b"messages", b"L", 0, 1)])
+    dref = lists.encode_dref([DictRef("messages", b"messages", b"L", 0, 1)])
     with pytest.raises(NotImplementedError, match="Unknown serialization type: tl-dref"):
         format2_release.decode_blob(SERDE, dref)
 
 
 def test_the_format_1_release_refuses_a_list_stored_item_by_item() -> None:
-    descriptor = records.encode_segments([Segment(b"L", 0, 2)])
+    descriptor = lists.encode_segments([Segment(b"L", 0, 2)])
     with pytest.raises(NotImplementedError, match="Unknown serialization type: tl-seg"):
         format1_release.decode_blob(SERDE, descriptor)
 

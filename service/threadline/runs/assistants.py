@@ -12,18 +12,17 @@ A created assistant belongs to its principal, as a thread does, and lives in the
 its assistant's config and context when it is created (:meth:`Assistants.run_payload`), so a
 later change, or a takeover on another replica, runs it as it was asked for.
 
-A graph of ``langgraph.json`` may be a factory (ADR 0018): :meth:`Assistant.opened` is the one
-place a run, a schema or a drawing gets its graph, the factory's for that call (a plain graph's
-at no cost); what needs only the graph's shape reads :attr:`Assistant.graph`.
+One assistant (:class:`~threadline.runs.assistant.Assistant`), the built-ins' ids and how a
+graph is opened are :mod:`threadline.runs.assistant`'s. A graph of ``langgraph.json`` may be a
+factory (ADR 0018): :meth:`Assistant.opened` is the one place a run, a schema or a drawing gets
+its graph, the factory's for that call (a plain graph's at no cost); what needs only the
+graph's shape reads :attr:`Assistant.graph`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -31,20 +30,14 @@ from langgraph.graph.state import CompiledStateGraph
 
 from threadline import access
 from threadline.access import Filters
-from threadline.agent.factories import AccessContext, GraphFactory, server_runtime
+from threadline.agent.factories import GraphFactory
 from threadline.quotas import ASSISTANT_BYTES, ASSISTANTS, QuotaExceeded
+from threadline.runs.assistant import BUILTIN_TIME, Assistant, assistant_id_of
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.graph_schemas import graph_drawing, graph_schemas
 from threadline.runs.records import RunRecord, now_iso
 
-NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
-# What built-in assistants carry as metadata, which custom auth filters read.
-SYSTEM_METADATA = {"created_by": "system"}
-# The same on every replica and across restarts: a built-in is the graph, not a record. The
-# n-th graph of langgraph.json is n seconds past it, so built-ins sort by time in the order
-# langgraph-api gives them (it makes them at start-up, one after another).
-BUILTIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 # The run kwarg naming the graph and version of a created assistant a run was created with.
 ASSISTANT_KWARG = "assistant"
 # The fields a version holds (the current record adds version, created_at, updated_at).
@@ -55,86 +48,6 @@ _CHANGE_ATTEMPTS = 8
 
 def _builtin_time(n: int) -> str:
     return (BUILTIN_TIME + timedelta(seconds=n)).isoformat()
-
-
-def assistant_id_of(graph_id: str) -> str:
-    return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
-
-
-@dataclass(frozen=True)
-class Assistant:
-    assistant_id: str
-    graph_id: str
-    graph: CompiledStateGraph
-    name: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=lambda: dict(SYSTEM_METADATA))
-    description: str | None = None
-    version: int = 1
-    created_at: str = BUILTIN_TIME.isoformat()
-    updated_at: str = BUILTIN_TIME.isoformat()
-    factory: GraphFactory | None = field(default=None, compare=False, repr=False)
-    """The graph's factory, when ``langgraph.json`` names one (``graph`` is then what it made
-    at start-up: the graph's shape)."""
-
-    @property
-    def builtin(self) -> bool:
-        return self.assistant_id == assistant_id_of(self.graph_id)
-
-    def opened(
-        self,
-        access_context: AccessContext,
-        config: dict[str, Any],
-        *,
-        user: Any = None,
-        store: Any = None,
-        context: Any = None,
-    ) -> AbstractAsyncContextManager[CompiledStateGraph]:
-        """The graph to run or read (``async with``): a plain graph as is, with no work per
-        call; a factory's made for this call with ``config`` and a ``ServerRuntime`` of
-        ``access_context``, ``user``, ``store`` and (a run's) ``context``, its context exited
-        when the ``async with`` is."""
-        if self.factory is None:
-            return contextlib.nullcontext(self.graph)
-        runtime = server_runtime(access_context, store, user, context)
-        # A copy: what the factory changes in it stays out of the run's own config.
-        return self.factory.open({**config, "configurable": dict(config.get("configurable") or {})}, runtime)
-
-    def read_config(self, user: Any = None) -> dict[str, Any]:
-        """The config a schema or drawing calls a factory with: the assistant's, with the
-        caller's user (as langgraph-api merges the request's auth into it)."""
-        configurable = dict(self.config.get("configurable") or {})
-        if user is not None:
-            configurable.update(langgraph_auth_user=user, langgraph_auth_user_id=user.identity)
-        return {**self.config, "configurable": configurable}
-
-    def applied(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """A run's kwargs with this assistant's config and context under the run's own (a
-        shallow merge, and of ``configurable``, as langgraph-api merges them)."""
-        if not self.config and not self.context:
-            return kwargs
-        config = dict(kwargs.get("config") or {})
-        configurable = {**(self.config.get("configurable") or {}), **(config.get("configurable") or {})}
-        return {
-            **kwargs,
-            "config": {**self.config, **config, "configurable": configurable},
-            "context": {**self.context, **(kwargs.get("context") or {})},
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "assistant_id": self.assistant_id,
-            "graph_id": self.graph_id,
-            "name": self.name or self.graph_id,
-            "description": self.description,
-            "config": self.config,
-            "context": self.context,
-            "metadata": self.metadata,
-            "version": self.version,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
 
 
 class Assistants:

@@ -8,6 +8,9 @@ happens (``delete``, or ``keep_latest``: pruned to its latest checkpoint), and t
 indexes it by that time. Each replica sweeps the index every ``THREAD_TTL_SWEEP_SECONDS``; a
 sweep claims what is due (one replica per thread: RecordStore.expired_threads) and carries it
 out as its owner would.
+
+What the functions here need of ``Threads`` is :class:`ThreadsView`, so this module sits below
+``threads.py`` (which calls it) and does not import it.
 """
 
 from __future__ import annotations
@@ -19,19 +22,17 @@ import random
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
-from threadline.lease import LeaseBusy
+from threadline.lease import LeaseBusy, TurnLease
+from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
-from threadline.runs.records import ThreadRecord
+from threadline.runs.records import RecordStore, ThreadRecord
 from threadline.runs.thread_checkpoints import OWNER_KEY, thread_config, thread_status_of
-
-if TYPE_CHECKING:
-    from threadline.runs.threads import Threads
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,26 @@ TTL_SWEEP_BATCH = 100
 TTL_RETRY_SECONDS = 30.0
 
 
+class ThreadsView(Protocol):
+    """What thread upkeep uses of :class:`~threadline.runs.threads.Threads`."""
+
+    records: RecordStore
+    assistants: Assistants
+    lease: TurnLease
+    checkpointer: BaseCheckpointSaver
+
+    def assistant_of(self, record: ThreadRecord) -> Assistant: ...
+
+    async def record(self, principal: str, thread_id: str) -> ThreadRecord: ...
+
+    async def delete(self, principal: str, thread_id: str) -> None: ...
+
+
 def epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def record_ttl(threads: Threads, ttl: dict[str, Any] | None) -> dict[str, Any] | None:
+def record_ttl(threads: ThreadsView, ttl: dict[str, Any] | None) -> dict[str, Any] | None:
     """The record's ``ttl`` for a request's ``{"strategy", "ttl"}`` (minutes from now)."""
     if ttl is None:
         return None
@@ -60,7 +76,7 @@ def record_ttl(threads: Threads, ttl: dict[str, Any] | None) -> dict[str, Any] |
     }
 
 
-def check_prune(threads: Threads, field: str) -> None:
+def check_prune(threads: ThreadsView, field: str) -> None:
     """Raises Invalid: the checkpointer cannot prune a thread to its latest checkpoint."""
     if type(threads.checkpointer).aprune is BaseCheckpointSaver.aprune:
         raise Invalid(
@@ -69,7 +85,7 @@ def check_prune(threads: Threads, field: str) -> None:
         )
 
 
-def check_supersteps(threads: Threads, record: ThreadRecord, supersteps: list[dict[str, Any]]) -> None:
+def check_supersteps(threads: ThreadsView, record: ThreadRecord, supersteps: list[dict[str, Any]]) -> None:
     """Raises Invalid: the thread names no graph, or an update names no node of it."""
     if "graph_id" not in record.metadata:
         raise Invalid(
@@ -87,7 +103,9 @@ def check_supersteps(threads: Threads, record: ThreadRecord, supersteps: list[di
                 )
 
 
-async def apply_supersteps(threads: Threads, record: ThreadRecord, supersteps: list[dict[str, Any]]) -> None:
+async def apply_supersteps(
+    threads: ThreadsView, record: ThreadRecord, supersteps: list[dict[str, Any]]
+) -> None:
     """Apply ``supersteps`` to the new thread ``record`` under its lease, one checkpoint per
     superstep (LangGraph's ``bulk_update_state``); a refusal deletes the thread.
 
@@ -128,7 +146,7 @@ class ThreadUpkeep:
     """Prune threads, sweep expired ones (every replica, until :meth:`aclose`), and measure a
     thread's storage, through ``threads``."""
 
-    def __init__(self, threads: Threads) -> None:
+    def __init__(self, threads: ThreadsView) -> None:
         self.threads = threads
         self._sweeper: asyncio.Task | None = None
 

@@ -48,6 +48,7 @@ from redis.exceptions import NoScriptError
 from threadline.redis_client import is_cluster
 from threadline.store import redis_format as fmt
 from threadline.store import redis_search
+from threadline.store.redis_format import Command
 from threadline.store.redis_scripts import SCRIPTS
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_SCAN = 1000
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_PREFIX = "tl:store"
-Command = tuple[Any, ...]
 
 
 class RedisStore(BaseStore):

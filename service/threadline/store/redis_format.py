@@ -25,6 +25,7 @@ FIELDS = (b"v", b"c", b"u", b"t", b"n")  # value, created µs, updated µs, ttl 
 VECTORS_FIELD = b"e"  # the item's vectors, float32 little-endian (exact mode only)
 LEX_MAX = b"\xff"  # above every UTF-8 member byte
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Command = tuple[Any, ...]  # one Redis command and its arguments, as ``execute_command`` takes them
 
 
 def _tag(label: str) -> str:

@@ -9,6 +9,9 @@ answers with what it found so far and logs a warning.
 Orders: a search without ``query`` and the scoreless items of one with it come in
 ``(namespace, key)`` order (InMemoryStore's is insertion order); a ranked search orders by
 score, ties in ``(namespace, key)`` order; namespaces come sorted, as InMemoryStore's.
+
+What it needs of the store is :class:`SearchedStore`, so this module sits below ``redis.py``
+(which calls it) and does not import it.
 """
 
 from __future__ import annotations
@@ -19,18 +22,39 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import redis.asyncio as aioredis
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import Item, ListNamespacesOp, MatchCondition, SearchItem, SearchOp
 
 from threadline.store import redis_format as fmt
 
-if TYPE_CHECKING:
-    from threadline.store.redis import RedisStore
-
 logger = logging.getLogger("threadline.store.redis")
 
 MIN_EF = 200  # VSIM exploration factor at least: sets this small rank exactly
+
+
+class SearchedStore(Protocol):
+    """What search and list_namespaces use of :class:`~threadline.store.redis.RedisStore`."""
+
+    client: aioredis.Redis
+    keys: fmt.Keys
+    mode: str
+    dims: int
+    embeddings: Embeddings | None
+    max_scan: int
+    page_size: int
+
+    def call(self, name: str, keys: Sequence[bytes], args: Sequence[Any]) -> fmt.Command: ...
+
+    async def script(self, name: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any: ...
+
+    async def run(self, commands: Sequence[fmt.Command]) -> list[Any]: ...
+
+    async def read(
+        self, root: str, members: Sequence[bytes], what: str, refresh: bool = False
+    ) -> list[list[Any]]: ...
 
 
 class Budget:
@@ -59,7 +83,7 @@ class Found:
     blob: bytes | None = None
 
 
-async def roots(store: RedisStore, budget: Budget) -> AsyncIterator[tuple[str, bytes]]:
+async def roots(store: SearchedStore, budget: Budget) -> AsyncIterator[tuple[str, bytes]]:
     """Every root in order, with its generation (for ROOT_DROP); one budget each."""
     lo = b"-"
     while True:
@@ -77,7 +101,7 @@ async def roots(store: RedisStore, budget: Budget) -> AsyncIterator[tuple[str, b
 
 
 async def scan(
-    store: RedisStore, root: str, rest: Sequence[str], budget: Budget, what: str
+    store: SearchedStore, root: str, rest: Sequence[str], budget: Budget, what: str
 ) -> AsyncIterator[Found]:
     """The live items of root ``root`` under ``rest``, in order, ``page_size`` a round trip (the
     next page's members come with this page's items)."""
@@ -115,7 +139,7 @@ async def scan(
 
 
 async def items(
-    store: RedisStore, prefix: tuple[str, ...], budget: Budget, what: str
+    store: SearchedStore, prefix: tuple[str, ...], budget: Budget, what: str
 ) -> AsyncIterator[Found]:
     """The live items under ``prefix`` in order; an empty prefix visits every root, and forgets
     one whose index it found empty."""
@@ -136,7 +160,7 @@ async def items(
 
 
 async def first(
-    store: RedisStore, op: SearchOp, budget: Budget, want: int, keep: Callable[[Found], bool]
+    store: SearchedStore, op: SearchOp, budget: Budget, want: int, keep: Callable[[Found], bool]
 ) -> list[Found]:
     """The first ``want`` items under the prefix that match the filter and ``keep``."""
     out: list[Found] = []
@@ -151,7 +175,7 @@ async def first(
     return out
 
 
-async def search(store: RedisStore, op: SearchOp) -> list[SearchItem]:
+async def search(store: SearchedStore, op: SearchOp) -> list[SearchItem]:
     fmt.check_filter(op.filter)
     if op.limit < 0 or op.offset < 0:
         raise ValueError("limit and offset must not be negative")
@@ -183,7 +207,7 @@ def _any(found: Found) -> bool:
 
 
 async def _ranked_exactly(
-    store: RedisStore, op: SearchOp, query: list[float], budget: Budget
+    store: SearchedStore, op: SearchOp, query: list[float], budget: Budget
 ) -> list[tuple[float | None, Found]]:
     """Cosine over every candidate under the prefix (at most ``max_scan``), as InMemoryStore
     ranks: the best vector of each item, then items without vectors to fill ``limit``."""
@@ -210,7 +234,7 @@ async def _ranked_exactly(
 
 
 async def _ranked_by_vector_sets(
-    store: RedisStore, op: SearchOp, query: list[float], budget: Budget
+    store: SearchedStore, op: SearchOp, query: list[float], budget: Budget
 ) -> list[tuple[float | None, Found]]:
     """VSIM on each root's vector set (at most ``max_scan`` elements in all, restricted to the
     prefix by a FILTER on the elements' prefix hashes), then the filter on the items read."""
@@ -275,7 +299,7 @@ async def _ranked_by_vector_sets(
     return kept
 
 
-async def list_namespaces(store: RedisStore, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+async def list_namespaces(store: SearchedStore, op: ListNamespacesOp) -> list[tuple[str, ...]]:
     if op.limit < 0 or op.offset < 0 or (op.max_depth is not None and op.max_depth < 0):
         raise ValueError("limit, offset and max_depth must not be negative")
     merged = _merge(op.match_conditions or ())
@@ -293,7 +317,7 @@ async def list_namespaces(store: RedisStore, op: ListNamespacesOp) -> list[tuple
 
 
 async def _namespaces(
-    store: RedisStore, pre: list[str], suf: list[str], depth: int, want: int, budget: Budget
+    store: SearchedStore, pre: list[str], suf: list[str], depth: int, want: int, budget: Budget
 ) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     if want <= 0:

@@ -11,6 +11,7 @@ module        holds
 ``upkeep``    the upkeep operations (retain, delete a thread or runs, copy a thread, prune)
 ``scripts``   the Lua scripts, each with its KEYS/ARGV/reply documented
 ``records``   the record format (netstrings the scripts can read) and field names; no I/O
+``lists``     lists stored item by item and dicts of them by reference (their blobs); no I/O
 ``cache``     the decoded-value cache of one process
 ============  ==============================================================================
 

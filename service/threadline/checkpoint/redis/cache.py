@@ -30,7 +30,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-from threadline.checkpoint.redis.records import NO_VALUE, Segment, unversioned
+from threadline.checkpoint.redis.lists import Segment
+from threadline.checkpoint.redis.records import NO_VALUE, unversioned
 
 __all__ = ["MISS", "NO_VALUE", "BlobCache", "Entry"]
 

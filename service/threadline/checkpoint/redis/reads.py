@@ -17,23 +17,25 @@ from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory, get_
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadline.checkpoint.redis.cache import MISS, BlobCache
+from threadline.checkpoint.redis.lists import (
+    decode_dref,
+    decode_segments,
+    is_reference,
+    item_field,
+    shared_prefix,
+)
 from threadline.checkpoint.redis.records import (
     NO_VALUE,
     blob_fields_of,
     channel_values,
     decode_blob,
-    decode_dref,
     decode_item,
     decode_metadata,
-    decode_segments,
     decode_tuple,
     decode_writes,
-    is_reference,
-    item_field,
     member,
     metadata_matches,
     ns_range,
-    shared_prefix,
     split_member,
     thread_ns_id,
     unversioned,

@@ -12,7 +12,8 @@ two messages, descriptors, the input).
 
 from __future__ import annotations
 
-from threadline.checkpoint.redis.records import DESCRIPTOR_MAX_BYTES, DREF_TYPE, REF_TYPE, SEGMENTS_TYPE
+from threadline.checkpoint.redis.lists import DESCRIPTOR_MAX_BYTES, DREF_TYPE, SEGMENTS_TYPE
+from threadline.checkpoint.redis.records import REF_TYPE
 
 # Shared by every script. KEYS are always a thread's ThreadKeys in order:
 # 1 idx, 2 cp, 3 blobs, 4 widx, 5 w, 6 lease, 7 fence counter.

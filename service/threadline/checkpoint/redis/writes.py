@@ -23,22 +23,24 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadline.checkpoint.errors import FencedError
 from threadline.checkpoint.redis.cache import BlobCache
-from threadline.checkpoint.redis.records import (
+from threadline.checkpoint.redis.lists import (
     MAX_SEGMENTS,
-    NO_VALUE,
-    Blob,
     DictRef,
     Segment,
+    encode_dref,
+    encode_segments,
+    item_field,
+)
+from threadline.checkpoint.redis.records import (
+    NO_VALUE,
+    Blob,
     blob_field,
     checkpoint_config,
     encode_blob,
-    encode_dref,
     encode_item,
     encode_record,
-    encode_segments,
     encode_writes,
     fencing_token,
-    item_field,
     member,
     pack,
     ref_write,
