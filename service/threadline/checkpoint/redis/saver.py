@@ -7,13 +7,12 @@ the Lua scripts (with their KEYS/ARGV) :mod:`threadline.checkpoint.redis.scripts
 
 Round trips: ``put`` is one Lua script call (the changed channels' blobs in its ARGV when
 they are small, as a turn's are; else a plain HSET of them before the script, in one
-MULTI/EXEC), ``put_writes`` one Lua script, a latest (or by-id)
-``get_tuple`` at most two: a Lua script that finds the checkpoint and returns its record and
-pending writes, then one HMGET of the channel blobs this process does not hold decoded already
-(none when it wrote or read them last: :mod:`threadline.checkpoint.redis.cache`). Large values
-never pass through Lua: on Redis 7.0 a 150 KB argument or reply costs a script ~0.25 ms of
-server time, a plain HSET/HMGET of it ~0.02 ms (measured at turn 300 of the benchmark
-conversation).
+MULTI/EXEC), ``put_writes`` one Lua script, a latest (or by-id) ``get_tuple`` at most two: a
+Lua script that finds the checkpoint and returns its record and pending writes, then one
+HMGET of the channel blobs this process does not hold decoded already (none when it wrote or
+read them last: :mod:`threadline.checkpoint.redis.cache`). Large values never pass through
+Lua: on Redis 7.0 a 150 KB argument or reply costs a script ~0.25 ms of server time, a plain
+HSET/HMGET of it ~0.02 ms (measured at turn 300 of the benchmark conversation).
 
 Each operation is written once, as a generator that yields the I/O it needs (a step of
 :mod:`threadline.checkpoint.redis.steps`) and receives the reply; the sync and async methods
