@@ -147,6 +147,19 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
 
     patch(aclient, True)
     patch(sclient, False)
+    # The batcher's own round trips (threadline's, since it writes batches without redis-py's
+    # Pipeline); a tree from before that has none to count here.
+    from threadline.checkpoint.redis.pipelining import ScriptPipelining
+
+    if hasattr(ScriptPipelining, "_round_trip"):
+        round_trip = ScriptPipelining._round_trip
+
+        async def counted_round_trip(self, commands):  # type: ignore[no-untyped-def]
+            one = command_label(tuple(commands[0]), state["names"]) if len(commands) == 1 else None
+            trips[one or label_pipeline([(command,) for command in commands])] += 1
+            return await round_trip(self, commands)
+
+        ScriptPipelining._round_trip = counted_round_trip  # type: ignore[method-assign]
 
     def write(path: Path, text: str) -> None:
         tmp = path.with_suffix(".tmp")

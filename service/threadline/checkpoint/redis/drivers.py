@@ -64,7 +64,7 @@ class _Drivers:
         scripts = self._scripts
         if isinstance(step, Script):
             if self._pipelining is not None:
-                return await self._pipelining.call(step.name, step.keys, step.args)
+                return await self._pipelining.run(scripts[step.name], step.keys, step.args)
             return await scripts[step.name](keys=step.keys, args=step.args)
         try:
             return await self._execute_async(step)

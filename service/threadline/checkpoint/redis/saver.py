@@ -51,9 +51,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadline import redis_client
+from threadline.checkpoint.redis import pipelining
 from threadline.checkpoint.redis.cache import BlobCache
 from threadline.checkpoint.redis.drivers import _Drivers
-from threadline.checkpoint.redis.pipelining import ScriptPipelining
 from threadline.checkpoint.redis.reads import _Reads
 from threadline.checkpoint.redis.records import thread_ns_id
 from threadline.checkpoint.redis.scripts import SCRIPTS
@@ -165,10 +165,9 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
             OrderedDict()
         )
         self._scripts = {n: client.register_script(s) for n, s in SCRIPTS.items()}
-        # Concurrent runs' script calls share round trips (not on a Cluster: see the module).
-        self._pipelining = (
-            None if redis_client.is_cluster(client) else ScriptPipelining(client, self._scripts)
-        )
+        # Concurrent runs' script calls share round trips with every other user of the client
+        # (not on a Cluster: see the module).
+        self._pipelining = pipelining.shared(client)
         self._sync_scripts = (
             {n: sync_client.register_script(s) for n, s in SCRIPTS.items()} if sync_client is not None else {}
         )
