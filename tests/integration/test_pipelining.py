@@ -21,6 +21,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from threadline import redis_client
 from threadline.checkpoint.redis.pipelining import ScriptPipelining
 
 from servers import RedisServer
@@ -203,6 +204,24 @@ async def test_calls_made_while_a_batch_is_on_its_way_go_together_as_the_next(
         await p.aclose()
     finally:
         await counted.client.aclose()
+
+
+async def test_a_batch_after_redis_restarted_reconnects_its_connection(fresh_redis: RedisServer) -> None:
+    """The batcher's own connection, closed by a Redis restart while idle, is opened again by
+    the next batch (the one retry of threadline's clients), which lands whole."""
+    client = redis_client.async_client(fresh_redis.url(0))
+    try:
+        p = batcher(client)
+        counter = key()
+        for lua in SCRIPTS.values():
+            await client.script_load(lua)
+        assert await p.call("count", [counter], ["before"]) == [b"before", 1]
+        fresh_redis.restart()  # AOF: the counter survives; the scripts do not
+        replies = await asyncio.gather(*(p.call("count", [counter], [f"after-{i}"]) for i in range(3)))
+        assert sorted(n for _tag, n in replies) == [2, 3, 4], "each call ran once, after the restart"
+        await p.aclose()
+    finally:
+        await client.aclose()
 
 
 async def test_a_refused_call_fails_alone_in_its_batch(counted: Counted) -> None:
