@@ -42,31 +42,25 @@ _Call = tuple[AsyncScript | None, tuple[Any, ...], "asyncio.Future[Any]"]
 
 
 class ScriptPipelining:
-    """Sends the calls of :meth:`call`, :meth:`run` and :meth:`command` in batches, one batch at
-    a time on a connection of its own.
+    """Sends the calls of :meth:`run` and :meth:`command` in batches, one batch at a time on
+    a connection of its own.
 
     Args:
         client: one Redis (not a Cluster).
-        scripts: the scripts :meth:`call` runs by name.
     """
 
-    def __init__(self, client: aioredis.Redis, scripts: dict[str, AsyncScript] | None = None) -> None:
+    def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
-        self._scripts = scripts or {}
         self._queued: list[_Call] = []
         self._sender: asyncio.Task[None] | None = None
         self._connection: Connection | None = None
 
-    async def call(self, name: str, keys: list[Any], args: list[Any]) -> Any:
-        """Run script ``name`` with the next batch; returns its reply.
+    async def run(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        """Run ``script`` (registered on this client) with the next batch; returns its reply.
 
         Raises:
             redis.RedisError: the script's error, or the connection's.
         """
-        return await self.run(self._scripts[name], keys, args)
-
-    async def run(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
-        """Run ``script`` (registered on this client) with the next batch; as :meth:`call`."""
         return await self._queue(script, ("EVALSHA", script.sha, len(keys), *keys, *args))
 
     async def command(self, *args: Any) -> Any:
