@@ -78,10 +78,6 @@ class Batcher(ScriptPipelining):
         return await self.run(self.scripts[name], keys, args)
 
 
-def batcher(client: aioredis.Redis) -> Batcher:
-    return Batcher(client)
-
-
 SCRIPTS = {"count": COUNT, "count_too": COUNT_TOO, "refuse": REFUSE, "echo": ECHO}
 
 
@@ -148,7 +144,7 @@ async def test_commands_and_scripts_of_any_user_of_a_client_share_its_one_batche
 
 
 async def test_calls_of_one_iteration_share_one_round_trip_each_with_its_reply(counted: Counted) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     keys = [key() for _ in range(20)]
     calls = [p.call("echo", [k], [f"arg-{i}", i, b"\x00raw"]) for i, k in enumerate(keys)]
     n, replies = await counted.trips(asyncio.gather(*calls))
@@ -160,7 +156,7 @@ async def test_calls_of_one_iteration_share_one_round_trip_each_with_its_reply(c
 
 
 async def test_a_call_alone_goes_alone(counted: Counted) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     counter = key()
     for run in (1, 2, 3):  # one after another: each in an iteration of its own
         n, reply = await counted.trips(p.call("count", [counter], ["solo"]))
@@ -168,7 +164,7 @@ async def test_a_call_alone_goes_alone(counted: Counted) -> None:
 
 
 async def test_calls_of_later_iterations_are_later_batches(counted: Counted, admin: redis.Redis) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     counter = key()
 
     async def late(delay: float, tag: str) -> Any:
@@ -193,7 +189,7 @@ async def test_calls_made_while_a_batch_is_on_its_way_go_together_as_the_next(
         await counted.client.ping()
         for lua in SCRIPTS.values():
             await counted.client.script_load(lua)
-        p = batcher(counted.client)
+        p = Batcher(counted.client)
         counter = key()
         sent = counted.sends
         assert fresh_redis.proc is not None
@@ -221,7 +217,7 @@ async def test_a_batch_after_redis_restarted_reconnects_its_connection(fresh_red
     the next batch (the one retry of threadline's clients), which lands whole."""
     client = redis_client.async_client(fresh_redis.url(0))
     try:
-        p = batcher(client)
+        p = Batcher(client)
         counter = key()
         for lua in SCRIPTS.values():
             await client.script_load(lua)
@@ -235,7 +231,7 @@ async def test_a_batch_after_redis_restarted_reconnects_its_connection(fresh_red
 
 
 async def test_a_refused_call_fails_alone_in_its_batch(counted: Counted) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     counter = key()
     outcomes = await asyncio.gather(
         p.call("count", [counter], ["first"]),
@@ -248,7 +244,7 @@ async def test_a_refused_call_fails_alone_in_its_batch(counted: Counted) -> None
 
 
 async def test_a_lone_refused_call_raises_its_error(counted: Counted) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     with pytest.raises(ResponseError, match="REFUSED alone"):
         await p.call("refuse", [key()], ["alone"])
 
@@ -257,7 +253,7 @@ async def test_scripts_redis_lost_are_loaded_and_only_their_calls_sent_again(
     own_counted: Counted, own_admin: redis.Redis
 ) -> None:
     counted, admin = own_counted, own_admin
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     admin.script_flush()  # as after a Redis restart: no script cached
     admin.script_load(COUNT_TOO)  # ... but one loaded again already
     counter = key()
@@ -277,7 +273,7 @@ async def test_scripts_redis_lost_are_loaded_and_only_their_calls_sent_again(
 
 async def test_a_lone_call_of_a_lost_script_loads_it(own_counted: Counted, own_admin: redis.Redis) -> None:
     counted, admin = own_counted, own_admin
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     admin.script_flush()
     counter = key()
     assert await p.call("count", [counter], ["solo"]) == [b"solo", 1]
@@ -287,7 +283,7 @@ async def test_a_lone_call_of_a_lost_script_loads_it(own_counted: Counted, own_a
 async def test_a_caller_cancelled_after_its_call_was_queued_does_not_stop_it(
     counted: Counted, admin: redis.Redis
 ) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     counter = key()
     jobs = [asyncio.ensure_future(p.call("count", [counter], [f"job-{i}"])) for i in range(5)]
     await asyncio.sleep(0)  # every job has queued its call
@@ -300,7 +296,7 @@ async def test_a_caller_cancelled_after_its_call_was_queued_does_not_stop_it(
 
 
 async def test_aclose_waits_for_the_batches_on_their_way(counted: Counted, admin: redis.Redis) -> None:
-    p = batcher(counted.client)
+    p = Batcher(counted.client)
     counter = key()
     callers = [asyncio.ensure_future(p.call("count", [counter], [f"fire-{i}"])) for i in range(3)]
     await asyncio.sleep(0)  # the calls are queued ...
@@ -311,13 +307,13 @@ async def test_aclose_waits_for_the_batches_on_their_way(counted: Counted, admin
 
 
 async def test_aclose_with_nothing_sent_returns_at_once(counted: Counted) -> None:
-    await asyncio.wait_for(batcher(counted.client).aclose(), timeout=1)
+    await asyncio.wait_for(Batcher(counted.client).aclose(), timeout=1)
 
 
 async def test_a_batch_on_a_stopped_redis_fails_every_call(fresh_redis: RedisServer) -> None:
     client = aioredis.Redis.from_url(fresh_redis.url(0), socket_timeout=5)
     try:
-        p = batcher(client)
+        p = Batcher(client)
         for lua in SCRIPTS.values():
             await client.script_load(lua)
         fresh_redis.stop()
@@ -335,7 +331,7 @@ async def test_a_batch_cancelled_on_its_way_cancels_its_callers(fresh_redis: Red
     it instead of waiting for replies nobody will read."""
     client = aioredis.Redis.from_url(fresh_redis.url(0), socket_timeout=30)
     try:
-        p = batcher(client)
+        p = Batcher(client)
         for lua in SCRIPTS.values():
             await client.script_load(lua)
         assert fresh_redis.proc is not None
