@@ -59,6 +59,31 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"description": _DESCRIPTIONS[status]} for status in statuses}
 
 
+# Body models of the routes that read their body themselves (read_by_route): their schemas
+# go into the document's components, as FastAPI puts those of body parameters.
+_READ_BY_ROUTE: dict[str, type[BaseModel]] = {}
+
+
+def _header(name: str, title: str) -> dict[str, Any]:
+    schema = {"anyOf": [{"type": "string"}, {"type": "null"}], "title": title}
+    return {"name": name, "in": "header", "required": False, "schema": schema}
+
+
+def read_by_route(body: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra=`` of a route that reads its credentials and its ``body`` itself
+    (:func:`threadline.api.deps.run_start`): the entries FastAPI would have made of them as
+    parameters."""
+    _READ_BY_ROUTE[body.__name__] = body
+    return {
+        "parameters": [_header("authorization", "Authorization"), _header("x-api-key", "X-Api-Key")],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body.__name__}"}}},
+        },
+        "responses": {"422": {"description": "Validation Error"}},
+    }
+
+
 def _add(responses: dict[str, Any], status: int) -> None:
     responses.setdefault(str(status), {"description": _DESCRIPTIONS[status]})
 
@@ -76,8 +101,10 @@ def install(app: FastAPI) -> None:
             routes=app.routes,
         )
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
-        schemas["ErrorBody"] = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schemas["ErrorBody"].pop("$defs", {}))
+        for model in (ErrorBody, *_READ_BY_ROUTE.values()):
+            schemas[model.__name__] = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, schema in schemas[model.__name__].pop("$defs", {}).items():
+                schemas.setdefault(name, schema)  # FastAPI's own, where a parameter uses it too
         for path, item in spec.get("paths", {}).items():
             for operation in item.values():
                 _complete(path, operation)

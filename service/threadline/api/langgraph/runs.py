@@ -22,9 +22,9 @@ from threadline.api.deps import (
     RunId,
     RunsDep,
     RunStart,
-    RunStartDep,
     RuntimeDep,
     ThreadId,
+    run_start,
 )
 from threadline.api.errors import ApiError
 from threadline.api.langgraph.bodies import (
@@ -43,7 +43,7 @@ from threadline.api.langgraph.run_replies import (
     wait_response,
     where,
 )
-from threadline.api.openapi import error_responses
+from threadline.api.openapi import error_responses, read_by_route
 from threadline.api.streams import StreamSlot
 from threadline.custom_auth import Caller
 from threadline.runs.events import STREAM_MODES
@@ -90,9 +90,15 @@ async def _create(
     return await runs.create(caller.identity, thread_id, payload, streamed)
 
 
-async def _stream_reply(start: RunStart, thread_id: str | None, body: RunCreate) -> EventSourceResponse:
+async def _stream_reply(start: RunStart[RunCreate], thread_id: str | None) -> EventSourceResponse:
     """A new run's events as SSE, its stream slot taken before the run is created."""
-    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
+    runs, runtime, caller, authorize, body = (
+        start.runs,
+        start.runtime,
+        start.caller,
+        start.authorize,
+        start.body,
+    )
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body, streamed=True)
@@ -101,9 +107,15 @@ async def _stream_reply(start: RunStart, thread_id: str | None, body: RunCreate)
         return slot.sse(events, where(run, "stream"))
 
 
-async def _wait_reply(start: RunStart, thread_id: str | None, body: RunCreate) -> Response:
+async def _wait_reply(start: RunStart[RunCreate], thread_id: str | None) -> Response:
     """A new run's result, its stream slot taken before the run is created."""
-    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
+    runs, runtime, caller, authorize, body = (
+        start.runs,
+        start.runtime,
+        start.caller,
+        start.authorize,
+        start.body,
+    )
     principal = caller.identity
     with StreamSlot(runtime, principal).released_on_error() as slot:
         run = await _create(runs, runtime, caller, authorize, thread_id, body)
@@ -113,34 +125,33 @@ async def _wait_reply(start: RunStart, thread_id: str | None, body: RunCreate) -
 # -- on a thread --
 
 
-@router.post("/threads/{thread_id}/runs", responses=error_responses(400, 404, 409, 429))
-async def create(
-    thread_id: ThreadId,
-    body: RunCreate,
-    start: RunStartDep,
-) -> Response:
-    run = await _create(start.runs, start.runtime, start.caller, start.authorize, thread_id, body)
+# The routes that start a run read their body and caller themselves (deps.RunStart says why).
+READS_RUN = read_by_route(RunCreate)
+
+
+@router.post(
+    "/threads/{thread_id}/runs", responses=error_responses(400, 404, 409, 429), openapi_extra=READS_RUN
+)
+async def create(request: Request, thread_id: str) -> Response:
+    start = await run_start(request, RunCreate, thread_id)
+    run = await _create(start.runs, start.runtime, start.caller, start.authorize, thread_id, start.body)
     return json_response(run_dict(run), where(run))
 
 
 @router.post(
-    "/threads/{thread_id}/runs/stream", responses={**SSE_RESPONSE, **error_responses(400, 404, 409, 429)}
+    "/threads/{thread_id}/runs/stream",
+    responses={**SSE_RESPONSE, **error_responses(400, 404, 409, 429)},
+    openapi_extra=READS_RUN,
 )
-async def stream(
-    thread_id: ThreadId,
-    body: RunCreate,
-    start: RunStartDep,
-) -> EventSourceResponse:
-    return await _stream_reply(start, thread_id, body)
+async def stream(request: Request, thread_id: str) -> EventSourceResponse:
+    return await _stream_reply(await run_start(request, RunCreate, thread_id), thread_id)
 
 
-@router.post("/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429))
-async def wait(
-    thread_id: ThreadId,
-    body: RunCreate,
-    start: RunStartDep,
-) -> Response:
-    return await _wait_reply(start, thread_id, body)
+@router.post(
+    "/threads/{thread_id}/runs/wait", responses=error_responses(400, 404, 409, 429), openapi_extra=READS_RUN
+)
+async def wait(request: Request, thread_id: str) -> Response:
+    return await _wait_reply(await run_start(request, RunCreate, thread_id), thread_id)
 
 
 @router.get("/threads/{thread_id}/runs", responses=error_responses(400, 404))
@@ -288,18 +299,26 @@ async def cancel(
 # -- stateless --
 
 
-@router.post("/runs", responses=error_responses(404, 409, 429))
-async def create_stateless(body: RunCreate, start: RunStartDep) -> Response:
-    run = await _create(start.runs, start.runtime, start.caller, start.authorize, None, body)
+@router.post("/runs", responses=error_responses(404, 409, 429), openapi_extra=READS_RUN)
+async def create_stateless(request: Request) -> Response:
+    start = await run_start(request, RunCreate)
+    run = await _create(start.runs, start.runtime, start.caller, start.authorize, None, start.body)
     return json_response(run_dict(run), where(run))
 
 
-@router.post("/runs/batch", responses=error_responses(404, 409, 429))
-async def create_batch(body: RunBatch, start: RunStartDep) -> Response:
+@router.post("/runs/batch", responses=error_responses(404, 409, 429), openapi_extra=read_by_route(RunBatch))
+async def create_batch(request: Request) -> Response:
     """Stateless background runs, one per item. Every item is checked (assistant, input) before
     any run is stored; a run refused after others were created (a quota, a custom auth
     handler) cancels those, so a batch is created whole or not at all."""
-    runs, runtime, caller, authorize = start.runs, start.runtime, start.caller, start.authorize
+    start = await run_start(request, RunBatch)
+    runs, runtime, caller, authorize, body = (
+        start.runs,
+        start.runtime,
+        start.caller,
+        start.authorize,
+        start.body,
+    )
     for item in body.root:
         await runs.check(caller.identity, item.payload())
     created: list[RunRecord] = []
@@ -313,20 +332,16 @@ async def create_batch(body: RunBatch, start: RunStartDep) -> Response:
     return json_response([run_dict(run) for run in created], {})
 
 
-@router.post("/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)})
-async def stream_stateless(
-    body: RunCreate,
-    start: RunStartDep,
-) -> EventSourceResponse:
-    return await _stream_reply(start, None, body)
+@router.post(
+    "/runs/stream", responses={**SSE_RESPONSE, **error_responses(404, 409, 429)}, openapi_extra=READS_RUN
+)
+async def stream_stateless(request: Request) -> EventSourceResponse:
+    return await _stream_reply(await run_start(request, RunCreate), None)
 
 
-@router.post("/runs/wait", responses=error_responses(404, 409, 429))
-async def wait_stateless(
-    body: RunCreate,
-    start: RunStartDep,
-) -> Response:
-    return await _wait_reply(start, None, body)
+@router.post("/runs/wait", responses=error_responses(404, 409, 429), openapi_extra=READS_RUN)
+async def wait_stateless(request: Request) -> Response:
+    return await _wait_reply(await run_start(request, RunCreate), None)
 
 
 @router.post("/runs/cancel", status_code=204, responses=error_responses(404))
