@@ -154,9 +154,16 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
     if hasattr(ScriptPipelining, "_round_trip"):
         round_trip = ScriptPipelining._round_trip
 
+        def unpacked(command: Any) -> tuple[Any, ...]:
+            """A command's name and first argument, from the RESP the batcher packed them in
+            (``(name, bytes)``), or the command itself (a tree from before)."""
+            if len(command) == 2 and isinstance(command[1], bytes) and command[1][:1] == b"*":
+                return tuple(command[1].split(b"\r\n")[2:5:2])
+            return tuple(command)
+
         async def counted_round_trip(self, commands):  # type: ignore[no-untyped-def]
-            one = command_label(tuple(commands[0]), state["names"]) if len(commands) == 1 else None
-            trips[one or label_pipeline([(command,) for command in commands])] += 1
+            one = command_label(unpacked(commands[0]), state["names"]) if len(commands) == 1 else None
+            trips[one or label_pipeline([(unpacked(command),) for command in commands])] += 1
             return await round_trip(self, commands)
 
         ScriptPipelining._round_trip = counted_round_trip  # type: ignore[method-assign]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import DataError, ResponseError
 
 from threadline import redis_client
 from threadline.checkpoint.redis.pipelining import ScriptPipelining
@@ -241,6 +241,22 @@ async def test_a_refused_call_fails_alone_in_its_batch(counted: Counted) -> None
     )
     assert outcomes[0] == [b"first", 1] and outcomes[2] == [b"last", 2]
     assert isinstance(outcomes[1], ResponseError) and str(outcomes[1]) == "REFUSED this one"
+
+
+async def test_an_argument_redis_cannot_take_fails_its_call_alone(counted: Counted) -> None:
+    """Packed as it is queued: the other calls of its iteration still go, in one round trip."""
+    p = Batcher(counted.client)
+    counter = key()
+    n, outcomes = await counted.trips(
+        asyncio.gather(
+            p.call("count", [counter], ["first"]),
+            p.call("count", [counter], [{"not": "sendable"}]),
+            p.call("count", [counter], ["last"]),
+            return_exceptions=True,
+        )
+    )
+    assert n == 1 and outcomes[0] == [b"first", 1] and outcomes[2] == [b"last", 2]
+    assert isinstance(outcomes[1], DataError)
 
 
 async def test_a_lone_refused_call_raises_its_error(counted: Counted) -> None:

@@ -30,15 +30,18 @@ import asyncio
 import weakref
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 
 from threadline import redis_client
 
-# A queued call: its script (None for a plain command), the command as sent, its reply.
-_Call = tuple[AsyncScript | None, tuple[Any, ...], "asyncio.Future[Any]"]
+# A command as sent: its name (for its reply's parsing) and its RESP bytes.
+_Packed = tuple[str, bytes]
+# A queued call: its script (None for a plain command), its command, its reply.
+_Call = tuple[AsyncScript | None, _Packed, "asyncio.Future[Any]"]
 
 
 class ScriptPipelining:
@@ -69,9 +72,11 @@ class ScriptPipelining:
         return await self._queue(None, args)
 
     def _queue(self, script: AsyncScript | None, command: tuple[Any, ...]) -> asyncio.Future[Any]:
+        """Raises DataError: an argument Redis cannot be sent (this call only)."""
+        packed = _pack(command)
         loop = asyncio.get_running_loop()
         reply = loop.create_future()
-        self._queued.append((script, command, reply))
+        self._queued.append((script, packed, reply))
         if self._sender is None:
             # A task of its own: the batch goes even if the caller that started it is
             # cancelled. It starts on the loop's next iteration, so this one's calls join it.
@@ -100,7 +105,7 @@ class ScriptPipelining:
                 # Redis restarted or flushed its scripts: load them and send those calls again,
                 # in one round trip (the loads' replies are their SHA1s).
                 lost = {batch[i][0] for i in unknown}
-                loads = [("SCRIPT", "LOAD", script.script) for script in lost if script is not None]
+                loads = [_pack(("SCRIPT", "LOAD", script.script)) for script in lost if script is not None]
                 again = await self._round_trip([*loads, *(batch[i][1] for i in unknown)])
                 for i, result in zip(unknown, again[len(loads) :], strict=True):
                     replies[i] = result
@@ -114,7 +119,7 @@ class ScriptPipelining:
                 reply.cancel()
             raise
 
-    async def _round_trip(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _round_trip(self, commands: list[_Packed]) -> list[Any]:
         """The replies of ``commands`` (a command's error as its reply), from one write and its
         reads on this batcher's connection; all of them again once if the connection fails (as
         redis-py repeats a pipeline: its retry policy). Not redis-py's Pipeline, which costs
@@ -122,11 +127,12 @@ class ScriptPipelining:
         if self._connection is None:
             self._connection = await self._client.connection_pool.get_connection()
         connection = self._connection
+        packed = b"".join([command for _, command in commands])
 
         async def attempt() -> list[Any]:
             try:
-                await connection.send_packed_command(connection.pack_commands(commands))
-                return [await self._reply(connection, command[0]) for command in commands]
+                await connection.send_packed_command(packed)
+                return [await self._reply(connection, name) for name, _ in commands]
             except BaseException:
                 # Replies may be left unread on it (a timeout, a cancel): never reused as it is.
                 await connection.disconnect()
@@ -162,6 +168,20 @@ def shared(client: Any) -> ScriptPipelining | None:
     if (found := _SHARED.get(client)) is None:
         found = _SHARED[client] = ScriptPipelining(client)
     return found
+
+
+def _pack(command: tuple[Any, ...]) -> _Packed:
+    """``command`` in RESP, packed by hiredis directly: redis-py's ``pack_commands`` checks and
+    converts each argument in Python first, ~6 µs more a script call of ~25 arguments (24.7
+    against 7.0 µs for three, measured); a run makes ~10.
+
+    Raises:
+        DataError: an argument hiredis cannot send (as redis-py raises it).
+    """
+    try:
+        return command[0], hiredis.pack_command(command)
+    except TypeError as exc:
+        raise DataError(str(exc)) from None
 
 
 def _settle(reply: asyncio.Future[Any], result: Any) -> None:
