@@ -342,6 +342,33 @@ async def test_a_batch_on_a_stopped_redis_fails_every_call(fresh_redis: RedisSer
         await client.aclose()
 
 
+async def test_a_batch_whose_replies_miss_the_socket_timeout_fails_every_call(
+    fresh_redis: RedisServer,
+) -> None:
+    """One deadline covers a batch's replies: a Redis that stops answering fails every call of
+    the batch with redis-py's TimeoutError (a store failure, retried by the client's policy
+    first), and the next batch, once it answers again, goes through."""
+    client = aioredis.Redis.from_url(fresh_redis.url(0), socket_timeout=0.3)
+    try:
+        p = Batcher(client)
+        for lua in SCRIPTS.values():
+            await client.script_load(lua)
+        assert fresh_redis.proc is not None
+        fresh_redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(*(p.call("count", [key()], ["x"]) for _ in range(3)), return_exceptions=True),
+                timeout=20,  # a hang fails the test
+            )
+        finally:
+            fresh_redis.proc.send_signal(signal.SIGCONT)
+        assert all(isinstance(o, redis.TimeoutError) for o in outcomes), outcomes
+        assert await p.call("count", [key()], ["after"]) == [b"after", 1]
+        await p.aclose()
+    finally:
+        await client.aclose()
+
+
 async def test_a_batch_cancelled_on_its_way_cancels_its_callers(fresh_redis: RedisServer) -> None:
     """When the process stops, its tasks are cancelled: the batch's callers are cancelled with
     it instead of waiting for replies nobody will read."""
