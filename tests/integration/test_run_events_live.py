@@ -13,6 +13,7 @@ from typing import Annotated
 
 import orjson
 import pytest
+import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -185,3 +186,32 @@ async def test_runs_that_stop_waiting_during_a_poll_do_not_disturb_the_others(re
         w.cancel()
     await client.aclose()
     await admin.aclose()
+
+
+async def test_a_sweep_reads_every_runs_heartbeat_in_one_round_trip(replicas, redis_server) -> None:
+    """The orphan sweep of a replica looks at all active runs' heartbeats side by side, in one
+    round trip however many runs are active (it was one per run: at concurrency 32, ~30 round
+    trips twice a second on every replica)."""
+    a, _b, _records = replicas
+    started = [await start_gated(a) for _ in range(5)]
+    sent: list[bytes] = []
+
+    class Counted(aioredis.Connection):
+        async def send_packed_command(self, command, check_health: bool = True) -> None:
+            sent.append(b"".join(command) if isinstance(command, list) else bytes(command))
+            await super().send_packed_command(command, check_health)
+
+    pool = aioredis.ConnectionPool.from_url(redis_server.url(9), connection_class=Counted)
+    client = aioredis.Redis(connection_pool=pool)
+    records = RedisRecordStore(client, ttl_seconds=60)
+    lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
+    sweeper = Runs(a.threads, a.assistants, records, lease, QuotaSettings(), heartbeat_seconds=10)
+    try:
+        assert await sweeper.sweep() == 0  # every run's executor beats
+        heartbeat_reads = [packet for packet in sent if b"EXISTS" in packet]
+        assert len(heartbeat_reads) == 1 and heartbeat_reads[0].count(b"EXISTS") == 5
+    finally:
+        for _tid, _run, gate in started:
+            gate.set()
+        await sweeper.aclose()
+        await client.aclose()

@@ -95,6 +95,12 @@ class RedisRecordStore:
             return await self._pipelining.run(self._scripts[name], keys, args)
         return await self._scripts[name](keys=keys, args=args)
 
+    async def _command(self, *args: Any) -> Any:
+        """A read that is safe to repeat, with the batch when there is a batcher."""
+        if self._pipelining is not None:
+            return await self._pipelining.command(*args)
+        return await self._client.execute_command(*args)
+
     async def ping(self) -> None:
         await self._client.ping()
 
@@ -113,12 +119,7 @@ class RedisRecordStore:
         return bool(created)
 
     async def get_thread(self, thread_id: str, filters: Filters | None = None) -> ThreadRecord | None:
-        key = thread_record_key(thread_id)
-        if self._pipelining is not None:
-            row = await self._pipelining.command("HGETALL", key)
-        else:
-            row = await self._client.hgetall(key)
-        record = codec.decode_thread(thread_id, row)
+        record = codec.decode_thread(thread_id, await self._command("HGETALL", thread_record_key(thread_id)))
         return record if record is not None and access.matches(record.metadata, filters) else None
 
     async def update_thread(self, thread_id: str, **fields: Any) -> None:
@@ -408,7 +409,7 @@ class RedisRecordStore:
         await self._client.zrem(active_runs_key(), f"{thread_id} {run_id}")
 
     async def alive(self, thread_id: str, run_id: str) -> bool:
-        return bool(await self._client.exists(run_heartbeat_key(thread_id, run_id)))
+        return bool(await self._command("EXISTS", run_heartbeat_key(thread_id, run_id)))
 
     # -- cancel --
 
