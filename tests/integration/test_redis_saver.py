@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
@@ -311,6 +311,37 @@ async def test_round_trip_budget(redis_server: RedisServer, sync_client: redis.R
         await counted.client.aclose()
 
 
+async def test_a_chat_turn_takes_four_round_trips_its_writes_stored_by_reference(
+    redis_server: RedisServer, sync_client: redis.Redis
+) -> None:
+    """A one-node MessagesState turn with ``durability="sync"``: the load, then 3 puts and 2
+    put_writes in 3 round trips. LangGraph runs a step's put_writes and its child checkpoint's
+    put side by side; they share a batch, the writes first, so the put still stores them by
+    reference (it used to wait for the writes' reply: 6 round trips)."""
+    counted = _Counted(redis_server.url(1))
+    s = RedisCheckpointSaver(counted.client, ttl_seconds=TTL)
+
+    def answer(state: MessagesState) -> dict:
+        return {"messages": [AIMessage("an answer")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    g = builder.compile(checkpointer=s)
+    tid = new_thread()
+    try:
+        for turn in range(3):
+            n, _ = await counted.trips(
+                g.ainvoke({"messages": [HumanMessage(f"question {turn}")]}, cfg(tid), durability="sync")
+            )
+            if turn:  # the first one connects and loads the scripts
+                assert n == 4, f"turn {turn}"
+        w = sync_client.hvals(ThreadKeys.of(tid).w)
+        assert sum(v.count(b":tl-ref") for v in w) == 2 * 3  # each turn's question and answer
+    finally:
+        await counted.client.aclose()
+
+
 # --- calls made together share a round trip (checkpoint/redis/pipelining.py) ----------------
 
 
@@ -333,7 +364,8 @@ async def test_puts_made_together_share_one_round_trip_and_each_lands(
             jobs.append(s.aput_writes(first, [("n", i * 10)], "task"))
             jobs.append(put(s, tid, {"n": i + 100}, prev=cp, parent=cp["id"]))
         n, _ = await counted.trips(asyncio.gather(*jobs))
-        assert n == 2, "the writes, then the puts (a child's put waits for its parent's writes)"
+        # Each put after its parent's writes in the batch: Redis has them when the put runs.
+        assert n == 1, "the writes and the puts of the children, in one round trip"
         cold = RedisCheckpointSaver(redis.asyncio.Redis.from_url(redis_server.url(1)), ttl_seconds=TTL)
         for i, (tid, (_cp, first)) in enumerate(zip(tids, stored, strict=True)):
             latest = await cold.aget_tuple(cfg(tid))

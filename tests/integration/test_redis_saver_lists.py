@@ -221,8 +221,8 @@ async def test_pending_writes_are_stored_by_reference_and_read_as_in_memory(
     values = client.hvals(ThreadKeys.of(config["configurable"]["thread_id"]).w)
     refs = [i for v in values for i in range(v.count(b":tl-ref"))]
     # Each turn writes the human message (input step) and the reply (node step), each by
-    # reference (LangGraph runs a step's put_writes and its child's put concurrently: the put
-    # waits for the writes in flight, so this holds on a loaded machine too).
+    # reference (LangGraph runs a step's put_writes and its child's put concurrently: the
+    # writes go first in the batcher's order, so this holds on a loaded machine too).
     if saver.cache.max_bytes:
         assert len(refs) == 2 * len(inputs)
     else:  # no lists stored item by item: nothing to refer to

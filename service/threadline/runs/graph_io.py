@@ -174,9 +174,9 @@ async def stream_graph(graph, graph_input, config, kwargs, requested: list[str])
     }
     if "messages" in requested or "messages-tuple" in requested:
         modes.add("messages")
+    subgraphs = bool(kwargs.get("stream_subgraphs"))
     options: dict[str, Any] = {
         "stream_mode": sorted(modes),
-        "subgraphs": True,
         "interrupt_before": kwargs.get("interrupt_before"),
         "interrupt_after": kwargs.get("interrupt_after"),
         "durability": kwargs.get("durability") or "sync",
@@ -186,19 +186,19 @@ async def stream_graph(graph, graph_input, config, kwargs, requested: list[str])
     options["context"] = kwargs.get("context") or {}
     if kwargs.get(PROTOCOL_KWARG) == PROTOCOL_V2:
         # The v2 protocol: LangGraph's own protocol events, every namespace (runs/protocol.py).
-        del options["stream_mode"], options["subgraphs"]
+        del options["stream_mode"]
         async with await graph.astream_events(graph_input, config, version="v3", **options) as events:
             async for event in events:
                 yield tuple(event["params"].get("namespace") or ()), "protocol", event
         return
-    subgraphs = bool(kwargs.get("stream_subgraphs"))
     if "events" not in requested:
-        async for ns, mode, chunk in graph.astream(graph_input, config, **options):
-            if ns and not subgraphs:
-                continue
-            yield ns, mode, chunk
+        # Subgraphs' parts only when asked for: streaming them makes LangGraph run every step's
+        # tasks concurrently with a stream waiter (its fast path is one task run inline), so a
+        # step's writes and its checkpoint went in two round trips instead of one (issue 24).
+        async for part in graph.astream(graph_input, config, subgraphs=subgraphs, **options):
+            yield part if subgraphs else ((), *part)
         return
-    async for event in graph.astream_events(graph_input, config, version="v2", **options):
+    async for event in graph.astream_events(graph_input, config, version="v2", subgraphs=True, **options):
         if event["event"] == "on_chain_stream" and event["run_id"] == str(config["run_id"]):
             ns, mode, chunk = event["data"]["chunk"]
             if not ns or subgraphs:

@@ -159,7 +159,7 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
         self._dicts: OrderedDict[tuple[str, str, str], list[tuple[bytes, dict[str, list[bytes]]]]] = (
             OrderedDict()
         )
-        # put_writes calls in flight, by (thread, ns, checkpoint id): see aput.
+        # put_writes calls in flight, by (thread, ns, checkpoint id), on a Cluster: see aput.
         self._writing: dict[tuple[str, str, str], set[asyncio.Future[None]]] = {}
         self._placed: OrderedDict[tuple[str, str, str], dict[bytes, list[tuple[bytes, int, bytes]]]] = (
             OrderedDict()
@@ -286,9 +286,11 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
             redis.RedisError: Redis is unreachable or refused the call.
         """
         if self.format >= 3 and self._writing:
-            # LangGraph runs a step's put_writes and its child's put concurrently: wait for the
-            # parent's writes in flight, so the put finds them and stores them by reference
-            # (one round trip of delay, only while one is in flight).
+            # LangGraph runs a step's put_writes and its child's put concurrently. On a Cluster
+            # each call goes alone, so the put could reach Redis first: it waits for the
+            # parent's writes in flight, to store them by reference (one round trip more).
+            # With the batcher it need not: the writes were queued first, and its batches go
+            # one at a time, in order (two round trips less per LangGraph API run).
             thread_id, ns, parent = thread_ns_id(config)
             pending = self._writing.get((thread_id, ns, parent or ""))
             if pending:
@@ -314,7 +316,7 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
             FencedError: ``fencing_token`` no longer holds the thread's lease; nothing written.
             redis.RedisError: Redis is unreachable or refused the call.
         """
-        if self.format < 3:
+        if self.format < 3 or self._pipelining is not None:  # nothing to wait for: see aput
             await self._run_async(self._op_put_writes(config, writes, task_id, task_path))
             return
         thread_id, ns, checkpoint_id = thread_ns_id(config)
