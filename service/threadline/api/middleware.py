@@ -26,7 +26,9 @@ so such a body is parsed (and validated, and capped) as any other.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -161,9 +163,19 @@ class ServiceMiddleware:
                 await self.app(scope, capped_receive, send_with_replica)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            metrics.HTTP_REQUESTS.labels(scope["method"], template, str(status)).inc()
-            metrics.HTTP_SECONDS.labels(scope["method"], template).observe(time.monotonic() - started)
+            requests, seconds = _http_series(scope["method"], getattr(route, "path", "unmatched"), status)
+            requests.inc()
+            seconds.observe(time.monotonic() - started)
+
+
+@functools.cache
+def _http_series(method: str, template: str, status: int) -> tuple[Any, Any]:
+    """The HTTP metrics' series of a request, looked up once (``labels`` takes a lock each
+    call). Bounded: the methods are those uvicorn's parser knows, the templates the routes'."""
+    return (
+        metrics.HTTP_REQUESTS.labels(method, template, str(status)),
+        metrics.HTTP_SECONDS.labels(method, template),
+    )
 
 
 def _too_large(limit: int) -> ApiError:

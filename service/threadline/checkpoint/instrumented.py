@@ -162,7 +162,7 @@ class InstrumentedSaver(BaseCheckpointSaver):
             delta = now - self._written_seen.get(op, 0)
             self._written_seen[op] = now
         if delta > 0:
-            CHECKPOINT_WRITTEN_BYTES.labels(self._backend, op).inc(delta)
+            _written_series(self._backend, op).inc(delta)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
         spent = 0.0
@@ -241,6 +241,12 @@ class _BusyClock:
 def _children(backend: str, op: str, histogram: Histogram) -> tuple[Any, Any]:
     """The duration histogram's and the operations counter's series of ``backend`` and ``op``."""
     return histogram.labels(backend), CHECKPOINT_OPERATIONS.labels(backend, op)
+
+
+@functools.cache
+def _written_series(backend: str, op: str) -> Any:
+    """The written-bytes counter's series (looked up once: ``labels`` takes a lock each call)."""
+    return CHECKPOINT_WRITTEN_BYTES.labels(backend, op)
 
 
 @functools.cache
