@@ -10,7 +10,10 @@ from dataclasses import replace
 
 import pytest
 
+from threadline.config import QuotaSettings
+from threadline.quotas import LocalQuotas, QuotaExceeded, RedisQuotas, RunCharge
 from threadline.redis_client import async_client
+from threadline.redis_keys import principal_threads_key
 from threadline.runs.records import (
     END_EVENT,
     CancelRequested,
@@ -220,6 +223,59 @@ async def test_a_run_id_is_created_once(store: RecordStore) -> None:
     got = await store.get_run(t.thread_id, run.run_id)
     assert got is not None and got.metadata == {} and len(await store.runs_of(t.thread_id)) == 1
     assert [r.run_id for r in await store.runs_of(t.thread_id)] == [run.run_id]
+
+
+async def test_a_runs_bytes_are_counted_as_it_is_stored_and_a_refused_run_stores_nothing(
+    redis_server,
+) -> None:
+    """A RunCharge (issue 24): the run's bytes are counted toward its thread's quota in the
+    step that stores it. Past QUOTA_THREAD_BYTES nothing is stored but the thread's activity
+    mark (as RedisQuotas.add_message_bytes does), and the error names the setting."""
+    client = async_client(redis_server.url(7))
+    await client.flushdb()
+    store = RedisRecordStore(client, ttl_seconds=60)
+    quotas = RedisQuotas(client, QuotaSettings(thread_bytes=100), 60, clock=lambda: 1000.0)
+    t = thread()
+    await store.create_thread(t)
+
+    def charge(n: int) -> RunCharge | None:
+        return quotas.run_charge("alice", t.thread_id, n)
+
+    await quotas.reserve_thread("alice", t.thread_id)
+    await client.zadd(principal_threads_key("alice"), {t.thread_id: 1})  # active long ago
+    first = run_on(t.thread_id)
+    assert await create(
+        store, first, reject_if_busy=False, charge=quotas.run_charge("alice", t.thread_id, 60)
+    )
+    assert await quotas.used_bytes(t.thread_id) == 60
+    assert await client.zscore(principal_threads_key("alice"), t.thread_id) == 1_000_000  # marked now
+    await client.zadd(principal_threads_key("alice"), {t.thread_id: 1})
+    refused = run_on(t.thread_id)
+    with pytest.raises(QuotaExceeded) as exc:
+        await create(store, refused, reject_if_busy=False, charge=charge(41))
+    assert (exc.value.setting, exc.value.limit) == ("QUOTA_THREAD_BYTES", 100)
+    assert await quotas.used_bytes(t.thread_id) == 60
+    assert await store.get_run(t.thread_id, refused.run_id) is None
+    assert [r.run_id for r in await store.runs_of(t.thread_id)] == [first.run_id]
+    assert (t.thread_id, refused.run_id) not in await store.active_runs()
+    assert await client.zscore(principal_threads_key("alice"), t.thread_id) == 1_000_000  # marked still
+    second = run_on(t.thread_id)  # what fits still goes, queued behind the first
+    assert not await create(
+        store, second, reject_if_busy=False, charge=quotas.run_charge("alice", t.thread_id, 40)
+    )
+    assert await quotas.used_bytes(t.thread_id) == 100
+    await client.aclose()
+
+
+async def test_the_local_store_takes_no_charge() -> None:
+    """Its quotas count in-process on their own (LocalQuotas.run_charge is None)."""
+    store, t = LocalRecordStore(), thread()
+    await store.create_thread(t)
+    assert LocalQuotas(QuotaSettings(thread_bytes=100)).run_charge("alice", t.thread_id, 10) is None
+    charge = RunCharge(("b", "p"), (10, 100, 60, t.thread_id, 0, 60_000), 100)
+    with pytest.raises(ValueError, match="RunCharge"):
+        await create(store, run_on(t.thread_id), reject_if_busy=False, charge=charge)
+    assert await store.runs_of(t.thread_id) == []
 
 
 async def test_a_lapsed_heartbeat_is_claimed_once_and_its_old_executor_can_no_longer_end_the_run(

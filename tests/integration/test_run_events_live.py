@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from threadline.config import QuotaSettings
 from threadline.lease import RedisTurnLease
+from threadline.quotas import QuotaExceeded, RedisQuotas
 from threadline.redis_client import async_client
 from threadline.runs import events as events_module
 from threadline.runs.assistants import Assistants
@@ -214,4 +215,36 @@ async def test_a_sweep_reads_every_runs_heartbeat_in_one_round_trip(replicas, re
         for _tid, _run, gate in started:
             gate.set()
         await sweeper.aclose()
+        await client.aclose()
+
+
+@pytest.mark.parametrize("strategy", ["enqueue", "interrupt"])
+async def test_a_run_past_the_thread_bytes_is_refused_whole_whatever_its_strategy(
+    redis_server, strategy: str
+) -> None:
+    """The run's bytes are counted as it is stored (enqueue: in the creation's own step) or
+    before anything else (interrupt: before the running run is cancelled for it). Refused, it
+    stores nothing and the running run goes on."""
+    client = async_client(redis_server.url(10))
+    await client.flushdb()
+    graph = gated_graph(InMemorySaver())
+    records = RedisRecordStore(client, ttl_seconds=60)
+    lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
+    quotas = RedisQuotas(client, QuotaSettings(thread_bytes=200), 60)
+    assistants = Assistants({"gated": graph})
+    threads = Threads(records, assistants, lease, graph.checkpointer, quotas)
+    runs = Runs(threads, assistants, records, lease, QuotaSettings(), heartbeat_seconds=10)
+    try:
+        tid, running, gate = await start_gated(runs)
+        big = {"assistant_id": "gated", "input": {"gate": "x" * 300}, "multitask_strategy": strategy}
+        with pytest.raises(QuotaExceeded):
+            await runs.create("alice", tid, big)
+        assert [r.run_id for r in await records.runs_of(tid)] == [running]
+        assert (await records.get_run(tid, running)).status == "running"
+        assert await records.active_runs() == [(tid, running)]
+        gate.set()
+        assert (await runs.join("alice", tid, running)) is not None
+        assert (await records.get_run(tid, running)).status == "success"
+    finally:
+        await runs.aclose()
         await client.aclose()

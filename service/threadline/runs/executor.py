@@ -34,6 +34,7 @@ from threadline import metrics
 from threadline.checkpoint.errors import FencedError
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
+from threadline.quotas import RunCharge
 from threadline.retry import STORE_RETRY_SECONDS, delays, store_failures, through_store_failures
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
@@ -138,10 +139,16 @@ class Executor(Takeover):
         self._delayed = 0
 
     async def submit(
-        self, run: RunRecord, assistant: Assistant, reject_if_busy: bool, streamed: bool
+        self,
+        run: RunRecord,
+        assistant: Assistant,
+        reject_if_busy: bool,
+        streamed: bool,
+        charge: RunCharge | None = None,
     ) -> None:
         """Store ``run`` (queued on its thread) and start executing it here. ``streamed``: a
-        client streams it from its start.
+        client streams it from its start. ``charge``: its bytes, counted toward the thread's
+        quota in the same step (:meth:`RecordStore.create_and_start_run`).
 
         Raises (from the store; the run may be left in the thread's active index):
             RunRejected: ``reject_if_busy`` and the thread has an active run.
@@ -162,6 +169,7 @@ class Executor(Takeover):
             token_suffix=self.lease.token_suffix(),
             event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
             max_queued=self.quota.queued_runs_per_thread,
+            charge=charge,
         )
         self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed)
 

@@ -39,6 +39,7 @@ from threadline.access import Filters
 
 if TYPE_CHECKING:
     from threadline.lease import HeldLease
+    from threadline.quotas import RunCharge
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
@@ -178,6 +179,7 @@ class RecordStore(Protocol):
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
         token_suffix: str = "",
+        charge: RunCharge | None = None,
     ) -> tuple[bool, str | None]:
         """Store the run as pending, queue it on its thread and mark the thread busy; with
         ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
@@ -185,7 +187,9 @@ class RecordStore(Protocol):
         heads the queue, ``lease_ms`` is not 0 and the thread's turn lease is free, in the same
         step: take the lease for ``lease_ms`` (a fresh fencing token ending in ``token_suffix``,
         as :meth:`threadline.lease.RedisTurnLease.hold` would) and mark the run ``running``
-        with ``event`` (name, data) its first event.
+        with ``event`` (name, data) its first event. With ``charge``, the run's bytes are
+        counted toward its thread's quota first, in the same step (only the Redis store is
+        given one: its quotas are in its Redis, :meth:`threadline.quotas.Quotas.run_charge`).
 
         Returns:
             Whether the run heads the thread's queue (its turn has come), and the lease's token
@@ -195,6 +199,7 @@ class RecordStore(Protocol):
             RunRejected: ``reject_if_busy`` and the thread has an active run.
             QueueFull: ``max_queued`` (not 0) runs are active on the thread already.
             RunExists: the thread has a run with this id (nothing stored).
+            QuotaExceeded: ``charge`` would pass ``QUOTA_THREAD_BYTES`` (nothing stored).
             KeyError: no such thread.
         """
         ...

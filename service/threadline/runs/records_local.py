@@ -36,6 +36,7 @@ from threadline.runs.records import (
 
 if TYPE_CHECKING:
     from threadline.lease import HeldLease
+    from threadline.quotas import RunCharge
 
 
 class LocalRecordStore:
@@ -114,7 +115,10 @@ class LocalRecordStore:
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
         token_suffix: str = "",
+        charge: RunCharge | None = None,
     ) -> tuple[bool, str | None]:
+        if charge is not None:  # local quotas count on their own (LocalQuotas.run_charge)
+            raise ValueError("the local record store takes no RunCharge")
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
         thread = self._threads.get(run.thread_id)
         if thread is None:

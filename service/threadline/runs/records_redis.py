@@ -21,6 +21,7 @@ from threadline import access
 from threadline.access import Filters
 from threadline.checkpoint.redis import pipelining
 from threadline.lease import HeldLease
+from threadline.quotas import THREAD_BYTES, QuotaExceeded, RunCharge
 from threadline.redis_client import is_cluster
 from threadline.redis_keys import (
     active_runs_key,
@@ -186,6 +187,7 @@ class RedisRecordStore:
         event: tuple[str, bytes] = ("", b""),
         max_queued: int = 0,
         token_suffix: str = "",
+        charge: RunCharge | None = None,
     ) -> tuple[bool, str | None]:
         member = f"{run.thread_id} {run.run_id}"
         if self._cluster:
@@ -202,6 +204,7 @@ class RedisRecordStore:
             lease_key(run.thread_id),
             fence_counter_key(run.thread_id),
             *([] if self._cluster else [active_runs_key()]),
+            *(charge.keys if charge else ()),
         ]
         created = await self._script(
             "create_run",
@@ -218,6 +221,7 @@ class RedisRecordStore:
                 *event,
                 member,
                 token_suffix,
+                *(charge.args if charge else (0, "", "", "", "", "")),
                 *codec.run_fields(run),
             ],
         )
@@ -231,6 +235,9 @@ class RedisRecordStore:
             raise QueueFull(run.thread_id)
         if created == -3:
             raise RunExists(run.run_id)
+        if created == -4:
+            assert charge is not None
+            raise QuotaExceeded(THREAD_BYTES, charge.limit)
         return created == 2, None
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:

@@ -12,6 +12,7 @@ definition of a token.
 from __future__ import annotations
 
 from threadline.lease import RedisTurnLease
+from threadline.quotas import RedisQuotas
 
 # KEYS[1] thread; ARGV[1] ttl, ARGV[2..] field/value pairs. Returns 1 if created, 0 if the
 # thread exists.
@@ -36,9 +37,13 @@ UPDATE_THREAD = """
 # ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
 # in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
 # ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's
-# suffix (RedisTurnLease.token_suffix), ARGV[13..] run fields.
-# Returns -1 no such thread, -3 the run exists (nothing written), 0 rejected (thread has an
-# active run), -2 the queue is full (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another
+# suffix (RedisTurnLease.token_suffix), ARGV[13] '0' or the run's bytes toward the thread's
+# quota (a RunCharge: KEYS[10] the thread's bytes, KEYS[11] the principal's threads, ARGV[14..18]
+# the charge's limit .. ttl ms; never on Redis Cluster), ARGV[19..] run fields.
+# Returns -1 no such thread, -4 the bytes would pass QUOTA_THREAD_BYTES (nothing written but
+# the thread's activity mark, as quotas.py's charge), -3 the run exists (nothing written), 0
+# rejected (thread has an active run), -2 the queue is full (QUOTA_QUEUED_RUNS_PER_THREAD), 1
+# queued behind another
 # run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
 # and the thread's lease is free: the lease's new token, the lease taken (as
 # RedisTurnLease would) and the run "running" with its first event — one round trip for
@@ -47,8 +52,12 @@ UPDATE_THREAD = """
 # run is queued (same step here; before it, on Cluster, where it is another slot).
 CREATE_RUN = (
     RedisTurnLease.ACQUIRE_FUNCTION
+    + RedisQuotas.CHARGE_FUNCTION
     + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+    if ARGV[13] ~= '0' and charge(KEYS[10], KEYS[11], ARGV[13], unpack(ARGV, 14, 18)) < 0 then
+      return -4
+    end
     if redis.call('EXISTS', KEYS[4]) == 1 then return -3 end
     if ARGV[1] == 'reject' then
       if redis.call('ZCARD', KEYS[3]) > 0 then return 0 end
@@ -57,7 +66,7 @@ CREATE_RUN = (
     end
     if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 13))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 19))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])

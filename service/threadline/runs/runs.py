@@ -198,8 +198,11 @@ class Runs(Following):
         run_id: str | None = None,
     ) -> RunRecord:
         """The second half of :meth:`create`: count, store, start."""
-        await self.threads.count_run(principal, thread_id, payload)
         strategy = payload.get("multitask_strategy") or "enqueue"
+        # Counted as the run is stored, in its step (one round trip less), unless runs are
+        # cancelled for it first: a refused count must come before those cancels.
+        deferred = strategy not in ("interrupt", "rollback")
+        charge = await self.threads.count_run(principal, thread_id, payload, deferred=deferred)
         now = now_iso()
         run = RunRecord(
             run_id=run_id or str(uuid.uuid4()),
@@ -222,7 +225,9 @@ class Runs(Following):
                 if other.status in ACTIVE_RUN_STATUSES:
                     await self.records.request_cancel(thread_id, other.run_id, strategy)
         try:
-            await self.executor.submit(run, assistant, reject_if_busy=strategy == "reject", streamed=streamed)
+            await self.executor.submit(
+                run, assistant, reject_if_busy=strategy == "reject", streamed=streamed, charge=charge
+            )
         except (RunRejected, QueueFull, KeyError) as refused:
             with contextlib.suppress(Exception):  # else dropped by the next sweep
                 await self.records.forget_active(thread_id, run.run_id)

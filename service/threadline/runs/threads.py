@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import orjson
@@ -24,7 +24,7 @@ from langgraph.types import StateSnapshot
 
 from threadline import access
 from threadline.lease import TurnLease
-from threadline.quotas import Quotas
+from threadline.quotas import Quotas, RunCharge
 from threadline.runs import wire
 from threadline.runs.assistants import Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
@@ -216,20 +216,29 @@ class Threads:
         Raises:
             QuotaExceeded: nothing counted.
         """
-        n = sum(len(orjson.dumps(v)) for v in values if v not in (None, {}))
-        if self.quotas is not None and n:
+        if self.quotas is not None and (n := _json_bytes(values)):
             await self.quotas.add_message_bytes(principal, thread_id, n)
 
-    async def count_run(self, principal: str, thread_id: str, payload: dict[str, Any]) -> None:
+    async def count_run(
+        self, principal: str, thread_id: str, payload: dict[str, Any], deferred: bool = False
+    ) -> RunCharge | None:
         """Count a run's share toward the thread's ``QUOTA_THREAD_BYTES``: what its record
         keeps from the client (input, command, config, context, metadata; the run's and the
         config's metadata also go into each checkpoint the run writes, at most
-        ``MAX_RECURSION_LIMIT`` + 1 of them).
+        ``MAX_RECURSION_LIMIT`` + 1 of them). ``deferred``: returned as a charge for the run's
+        creation to count in its own step, where the quotas can (:class:`RunCharge`); else
+        (or with None returned) counted now.
 
         Raises:
             QuotaExceeded: nothing counted.
         """
-        await self.count_bytes(principal, thread_id, *(payload.get(k) for k in RUN_STORED_FIELDS))
+        n = _json_bytes(payload.get(k) for k in RUN_STORED_FIELDS)
+        if self.quotas is None or not n:
+            return None
+        if deferred and (charge := self.quotas.run_charge(principal, thread_id, n)) is not None:
+            return charge
+        await self.quotas.add_message_bytes(principal, thread_id, n)
+        return None
 
     async def _reserve(self, principal: str, thread_id: str) -> None:
         if self.quotas is not None:
@@ -473,3 +482,8 @@ def _empty_state(thread_id: str) -> dict[str, Any]:
         "checkpoint_id": None,
         "parent_checkpoint_id": None,
     }
+
+
+def _json_bytes(values: Iterable[Any]) -> int:
+    """What ``values`` take as JSON, those that are None or ``{}`` left out."""
+    return sum(len(orjson.dumps(v)) for v in values if v not in (None, {}))
