@@ -144,11 +144,10 @@ class Executor(Takeover):
         assistant: Assistant,
         reject_if_busy: bool,
         streamed: bool,
-        charge: RunCharge | None = None,
+        charge: RunCharge | None,
     ) -> None:
-        """Store ``run`` (queued on its thread) and start executing it here. ``streamed``: a
-        client streams it from its start. ``charge``: its bytes, counted toward the thread's
-        quota in the same step (:meth:`RecordStore.create_and_start_run`).
+        """Store ``run`` (queued on its thread; ``charge`` as the store takes it) and start
+        executing it here. ``streamed``: a client streams it from its start.
 
         Raises (from the store; the run may be left in the thread's active index):
             RunRejected: ``reject_if_busy`` and the thread has an active run.

@@ -287,10 +287,8 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
         """
         if self.format >= 3 and self._writing:
             # LangGraph runs a step's put_writes and its child's put concurrently. On a Cluster
-            # each call goes alone, so the put could reach Redis first: it waits for the
-            # parent's writes in flight, to store them by reference (one round trip more).
-            # With the batcher it need not: the writes were queued first, and its batches go
-            # one at a time, in order (two round trips less per LangGraph API run).
+            # the put waits for the parent's writes in flight, to store them by reference (with
+            # the batcher they were queued first and go first: ADR 0007 decision 9).
             thread_id, ns, parent = thread_ns_id(config)
             pending = self._writing.get((thread_id, ns, parent or ""))
             if pending:
