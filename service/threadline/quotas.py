@@ -78,6 +78,9 @@ class RunCharge:
 
 
 class Quotas(Protocol):
+    # Whether a run's bytes are counted in the step that stores it (run_charge gives charges).
+    defers_run_charges: bool
+
     async def reserve_thread(self, principal: str, thread_id: str) -> None:
         """Count a new thread of ``principal``. Raises :class:`QuotaExceeded`."""
 
@@ -183,6 +186,7 @@ class RedisQuotas:
         # A run's count shares a round trip with the other calls of its event-loop iteration
         # (concurrent runs' records, counts): checkpoint/redis/pipelining.py.
         self._pipelining = pipelining.shared(client)
+        self.defers_run_charges = self._pipelining is not None
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -245,6 +249,8 @@ class RedisQuotas:
 
 class LocalQuotas:
     """Quotas counted in this process (backends without Redis: one replica)."""
+
+    defers_run_charges = False
 
     def __init__(self, settings: QuotaSettings, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings

@@ -101,10 +101,17 @@ class Stores:
         crons: CronRecords
         client = None
         if settings.checkpoint.backend in ("redis", "redis-stack"):
-            client = async_client(
-                settings.checkpoint.redis_url, sentinel_password=settings.checkpoint.redis_sentinel_password
-            )
-            stack.push_async_callback(client.aclose)
+            # The ``redis`` saver's own client (closed with it): records, lease and quotas then
+            # share its batcher, and a run's first checkpoint read goes with its creation.
+            reads_ahead = settings.checkpoint.backend == "redis"
+            if reads_ahead:
+                client = checkpointer.inner.client  # type: ignore[attr-defined]
+            else:
+                client = async_client(
+                    settings.checkpoint.redis_url,
+                    sentinel_password=settings.checkpoint.redis_sentinel_password,
+                )
+                stack.push_async_callback(client.aclose)
             lease = RedisTurnLease(
                 client,
                 lease_seconds=settings.turn.lease_seconds,
@@ -122,7 +129,9 @@ class Stores:
                 max_connections=settings.server.max_streams,
             )
             stack.push_async_callback(readers.aclose)
-            records = RedisRecordStore(client, ttl_seconds=settings.checkpoint.redis_ttl, readers=readers)
+            records = RedisRecordStore(
+                client, ttl_seconds=settings.checkpoint.redis_ttl, readers=readers, reads_ahead=reads_ahead
+            )
             assistants = RedisAssistantRecords(client)
             crons = RedisCronRecords(client)
             await warn_if_evicting(client)

@@ -221,8 +221,7 @@ class Pair:
             self.check_same_items(got, everything, what)
         else:
             assert page == ids[offset : offset + limit], self.where(
-                f"{what}: the page is not a slice of the store's own full answer:\n"
-                f" page {page}\n all {ids}"
+                f"{what}: the page is not a slice of the store's own full answer:\n page {page}\n all {ids}"
             )
         if self.backend.ordered:
             assert ids == sorted(ids), self.where(f"{what}: not in (namespace, key) order")

@@ -225,6 +225,51 @@ async def test_a_run_id_is_created_once(store: RecordStore) -> None:
     assert [r.run_id for r in await store.runs_of(t.thread_id)] == [run.run_id]
 
 
+async def test_a_run_is_stored_only_on_a_thread_of_its_owner(store: RecordStore) -> None:
+    """A run on a thread its owner does not own (another principal's, or one recreated by
+    another under the same id) is refused as a missing thread, storing nothing: a run that
+    skips reading its thread (Threads.owner_known) relies on it."""
+    bobs = thread("bob")
+    await store.create_thread(bobs)
+    with pytest.raises(KeyError):
+        await create(store, run_on(bobs.thread_id, owner="alice"), reject_if_busy=False)
+    assert await store.runs_of(bobs.thread_id) == []
+    assert await store.active_runs() == []
+    got = await store.get_thread(bobs.thread_id)
+    assert got is not None and got.status == "idle"
+    assert await create(store, run_on(bobs.thread_id, owner="bob"), reject_if_busy=False)
+
+
+async def test_a_run_for_a_thread_as_read_is_refused_on_one_made_again(store: RecordStore) -> None:
+    """``thread_made_at``: the thread as a replica last read it. Deleted and made again under
+    the same id and owner (a client-chosen id), it is refused as missing, storing nothing."""
+    old = thread()
+    await store.create_thread(old)
+    again = replace(old, created_at=now_iso())
+    await store.delete_thread(old.thread_id)
+    await store.create_thread(again)
+    with pytest.raises(KeyError):
+        await create(store, run_on(old.thread_id), reject_if_busy=False, thread_made_at=old.created_at)
+    assert await store.runs_of(old.thread_id) == []
+    assert await create(store, run_on(old.thread_id), reject_if_busy=False, thread_made_at=again.created_at)
+
+
+async def test_a_run_refused_for_its_owner_counts_no_bytes(redis_server) -> None:
+    """The owner is checked before the run's charge (RunCharge): another principal's thread
+    gets no bytes counted on it by a refused run."""
+    client = async_client(redis_server.url(7))
+    await client.flushdb()
+    store = RedisRecordStore(client, ttl_seconds=60)
+    quotas = RedisQuotas(client, QuotaSettings(thread_bytes=100), 60)
+    bobs = thread("bob")
+    await store.create_thread(bobs)
+    with pytest.raises(KeyError):
+        charge = quotas.run_charge("alice", bobs.thread_id, 60)
+        await create(store, run_on(bobs.thread_id, owner="alice"), reject_if_busy=False, charge=charge)
+    assert await quotas.used_bytes(bobs.thread_id) == 0
+    await client.aclose()
+
+
 async def test_a_runs_bytes_are_counted_as_it_is_stored_and_a_refused_run_stores_nothing(
     redis_server,
 ) -> None:

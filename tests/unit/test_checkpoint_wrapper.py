@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from prometheus_client import REGISTRY
 
 from threadline.checkpoint.instrumented import InstrumentedSaver, instrument
+from threadline.checkpoint.read_ahead import read_ahead
 from threadline.checkpoint.sqlite import ThreadedSqliteSaver, _bridge
 
 from servers import until
@@ -211,3 +212,47 @@ async def test_sqlite_bridge_runs_in_worker_threads(
     await items.aclose()
     await sqlite_saver.adelete_thread("t")
     assert await sqlite_saver.aget_tuple(CONFIG) is None
+
+
+# -- a run's first read, made ahead (threadline.checkpoint.read_ahead) ---------------------------
+
+
+async def _saved_thread() -> InstrumentedSaver:
+    saver = instrument(InMemorySaver(), "memory")
+    await saver.aput(CONFIG, create_checkpoint(empty_checkpoint(), {}, 1), {"step": 1}, {})
+    return saver
+
+
+async def test_the_first_read_takes_what_was_read_ahead_and_no_read_after_it() -> None:
+    saver = await _saved_thread()
+    before = sample("threadline_checkpoint_operations_total", backend="memory", op="get_tuple")
+    with read_ahead("t", None):  # as if read before the checkpoint was there
+        assert await saver.aget_tuple(CONFIG) is None  # taken: the saver is not asked
+        assert await saver.aget_tuple(CONFIG) is not None  # the next read reads
+    assert sample("threadline_checkpoint_operations_total", backend="memory", op="get_tuple") == before + 1
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"configurable": {"thread_id": "other", "checkpoint_ns": ""}},
+        {"configurable": {"thread_id": "t", "checkpoint_ns": "child:1"}},
+        {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "x"}},
+    ],
+    ids=["another thread", "a subgraph", "a given checkpoint"],
+)
+async def test_a_first_read_of_something_else_drops_what_was_read_ahead(config: dict) -> None:
+    saver = await _saved_thread()
+    with read_ahead("t", None):
+        await saver.aget_tuple(config)
+        assert await saver.aget_tuple(CONFIG) is not None  # read, not the dropped None
+
+
+async def test_what_was_read_ahead_is_taken_once_across_copied_contexts() -> None:
+    """LangGraph runs steps in tasks of their own (each a copy of the context): a read in one
+    takes it for all."""
+    saver = await _saved_thread()
+    with read_ahead("t", None):
+        assert await asyncio.create_task(saver.aget_tuple(CONFIG)) is None
+        assert await saver.aget_tuple(CONFIG) is not None
+    assert await saver.aget_tuple(CONFIG) is not None  # outside: nothing to take

@@ -29,10 +29,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from prometheus_client import Histogram
 
+from threadline.checkpoint import read_ahead
 from threadline.metrics import (
     CHECKPOINT_BUSY_SECONDS,
     CHECKPOINT_ERRORS,
@@ -129,7 +131,13 @@ class InstrumentedSaver(BaseCheckpointSaver):
     # --- I/O (list/alist below: they are iterators) ---------------------------------------
 
     get_tuple = _delegate("get_tuple", CHECKPOINT_READ_SECONDS, is_async=False)
-    aget_tuple = _delegate("get_tuple", CHECKPOINT_READ_SECONDS, is_async=True)
+    _aget_tuple = _delegate("get_tuple", CHECKPOINT_READ_SECONDS, is_async=True)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``inner.aget_tuple``, timed; or a run's first read, made ahead (:mod:`read_ahead`)."""
+        taken, found = read_ahead.take(config)
+        return found if taken else await self._aget_tuple(config)
+
     get_delta_channel_history = _delegate(
         "get_delta_channel_history", CHECKPOINT_READ_SECONDS, is_async=False
     )

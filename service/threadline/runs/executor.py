@@ -30,8 +30,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
+from langgraph.checkpoint.base import CheckpointTuple
+
 from threadline import metrics
 from threadline.checkpoint.errors import FencedError
+from threadline.checkpoint.read_ahead import read_ahead
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import RunCharge
@@ -43,6 +46,7 @@ from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import CancelRequested, RecordStore, RunRecord, now_iso
 from threadline.runs.takeover import SWEEP_SECONDS, Takeover
+from threadline.runs.thread_checkpoints import thread_config
 from threadline.runs.threads import Threads
 from threadline.store.tenant import Tenancy
 
@@ -79,6 +83,8 @@ class _Turn:
 
     events: EventLog
     token: str | None = None
+    # The thread's latest checkpoint, read under that token (in a tuple: it may be None).
+    read: tuple[CheckpointTuple | None] | None = None
     held: HeldLease | None = None
     started_at: str | None = None  # when this attempt started running the graph (ISO)
 
@@ -145,9 +151,11 @@ class Executor(Takeover):
         reject_if_busy: bool,
         streamed: bool,
         charge: RunCharge | None,
+        thread_made_at: str = "",
     ) -> None:
-        """Store ``run`` (queued on its thread; ``charge`` as the store takes it) and start
-        executing it here. ``streamed``: a client streams it from its start.
+        """Store ``run`` (queued on its thread; ``charge`` and ``thread_made_at`` as the store
+        takes them) and start executing it here. ``streamed``: a client streams it from its
+        start.
 
         Raises (from the store; the run may be left in the thread's active index):
             RunRejected: ``reject_if_busy`` and the thread has an active run.
@@ -155,22 +163,44 @@ class Executor(Takeover):
             KeyError: the thread is gone.
         """
         executor = uuid.uuid4().hex
-        # Alive as it is queued, its heartbeat naming its executor: nobody may take it for an
-        # orphan before its executor starts. On an idle thread it also takes the turn lease and
-        # starts running, in the same round trip.
-        first, token = await self.records.create_and_start_run(
-            run,
-            reject_if_busy=reject_if_busy,
-            alive_seconds=self.heartbeat_seconds,
-            executor=executor,
-            # A delayed run does not take the lease now: its turn comes at its time.
-            lease_ms=self.lease.lease_ms if due_in(run) <= 0 else 0,
-            token_suffix=self.lease.token_suffix(),
-            event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
-            max_queued=self.quota.queued_runs_per_thread,
-            charge=charge,
-        )
-        self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed)
+        now = due_in(run) <= 0  # a delayed run does not take the lease now: its turn comes later
+        ahead = self._read_ahead(run) if now else None
+        try:
+            # Alive as it is queued, its heartbeat naming its executor: nobody may take it for
+            # an orphan before its executor starts. On an idle thread it also takes the turn
+            # lease and starts running, in the same round trip.
+            first, token = await self.records.create_and_start_run(
+                run,
+                reject_if_busy=reject_if_busy,
+                alive_seconds=self.heartbeat_seconds,
+                executor=executor,
+                lease_ms=self.lease.lease_ms if now else 0,
+                token_suffix=self.lease.token_suffix(),
+                event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
+                max_queued=self.quota.queued_runs_per_thread,
+                charge=charge,
+                thread_made_at=thread_made_at,
+            )
+        except BaseException:
+            if ahead is not None:
+                ahead.cancel()
+            raise
+        read: tuple[CheckpointTuple | None] | None = None
+        if ahead is not None and token is not None:  # made under the lease this run holds
+            with contextlib.suppress(Exception):  # (else the run reads for itself)
+                read = (await ahead,)
+        elif ahead is not None:
+            ahead.cancel()
+        self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed, read=read)
+
+    def _read_ahead(self, run: RunRecord) -> asyncio.Task[CheckpointTuple | None] | None:
+        """The run's first checkpoint read, queued behind its creation (which is queued first,
+        before this task starts): :mod:`threadline.checkpoint.read_ahead`. None where the two do
+        not share a batcher, or the run reads another checkpoint than the thread's latest."""
+        kwargs = run.kwargs
+        if not self.records.reads_ahead or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
+            return None
+        return asyncio.ensure_future(self.threads.checkpointer.aget_tuple(thread_config(run.thread_id)))
 
     def result(self, run_id: str) -> asyncio.Future[bytes | None] | None:
         """The result of a run executing here, once recorded (None in it: read the store);
@@ -191,8 +221,9 @@ class Executor(Takeover):
         first: bool = False,
         token: str | None = None,
         streamed: bool = False,
+        read: tuple[CheckpointTuple | None] | None = None,
     ) -> None:
-        turn = _Turn(EventLog(self.records, run, watched=streamed), token)
+        turn = _Turn(EventLog(self.records, run, watched=streamed), token, read=read)
         self._logs[run.run_id] = turn.events
         task = asyncio.create_task(
             self._execute(run, assistant, executor, attempt, turn, first), name=f"run-{run.run_id}-{attempt}"
@@ -452,6 +483,7 @@ class Executor(Takeover):
             # Taken with the run (create_and_start_run), which is "running" with its first
             # event already; adopted before the first await, so _let_go knows it is held here.
             token, turn.token = turn.token, None
+            read, turn.read = turn.read, None
             try:
                 # Handed off at the end: FINISH_RUN releases it (one round trip less).
                 async with self.lease.hold(run.thread_id, acquired=token, hand_off=True) as held:
@@ -468,16 +500,17 @@ class Executor(Takeover):
                             raise _RunGone(run.run_id) from None
                     try:
                         store = self.tenancy.of(run.owner) if self.tenancy is not None else None
-                        return await run_graph(
-                            run,
-                            assistant,
-                            held,
-                            attempt,
-                            turn.events,
-                            self.quota,
-                            self.timeout_seconds,
-                            store,
-                        )
+                        with read_ahead(run.thread_id, *read) if token and read else contextlib.nullcontext():
+                            return await run_graph(
+                                run,
+                                assistant,
+                                held,
+                                attempt,
+                                turn.events,
+                                self.quota,
+                                self.timeout_seconds,
+                                store,
+                            )
                     except FencedError:
                         # Paused or cut off past the lease: another executor takes the run over
                         # (or already did) from what was checkpointed; nothing more from here.

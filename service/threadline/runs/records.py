@@ -136,6 +136,10 @@ class RecordStore(Protocol):
 
     #: Whether other replicas see these records (and so can take over a run of this one).
     shared: bool
+    #: Whether a checkpoint read queued right behind one of this store's calls reaches the
+    #: store after it, in order (the saver's batcher is this store's): a run's first read is
+    #: then made with its creation (:mod:`threadline.checkpoint.read_ahead`).
+    reads_ahead: bool
 
     async def create_thread(self, record: ThreadRecord) -> bool:
         """Store ``record`` unless the thread exists; True if stored."""
@@ -180,6 +184,7 @@ class RecordStore(Protocol):
         max_queued: int = 0,
         token_suffix: str = "",
         charge: RunCharge | None = None,
+        thread_made_at: str = "",
     ) -> tuple[bool, str | None]:
         """Store the run as pending, queue it on its thread and mark the thread busy; with
         ``alive_seconds``, its executor ``executor`` is alive (:meth:`beat`) for that long, in
@@ -190,6 +195,8 @@ class RecordStore(Protocol):
         with ``event`` (name, data) its first event. With ``charge``, the run's bytes are
         counted toward its thread's quota first, in the same step (only the Redis store is
         given one: its quotas are in its Redis, :meth:`threadline.quotas.Quotas.run_charge`).
+        The thread must be the run's owner's and, with ``thread_made_at``, the one created
+        then (not one deleted and made again since: :meth:`threadline.runs.threads.Threads.known`).
 
         Returns:
             Whether the run heads the thread's queue (its turn has come), and the lease's token
@@ -200,7 +207,7 @@ class RecordStore(Protocol):
             QueueFull: ``max_queued`` (not 0) runs are active on the thread already.
             RunExists: the thread has a run with this id (nothing stored).
             QuotaExceeded: ``charge`` would pass ``QUOTA_THREAD_BYTES`` (nothing stored).
-            KeyError: no such thread.
+            KeyError: no such thread (as above), nothing stored.
         """
         ...
 

@@ -43,6 +43,7 @@ class LocalRecordStore:
     """Records in this process's memory (single-process backends; see the module docstring)."""
 
     shared = False
+    reads_ahead = False
 
     def __init__(self) -> None:
         self._threads: dict[str, ThreadRecord] = {}
@@ -116,12 +117,13 @@ class LocalRecordStore:
         max_queued: int = 0,
         token_suffix: str = "",
         charge: RunCharge | None = None,
+        thread_made_at: str = "",
     ) -> tuple[bool, str | None]:
         if charge is not None:  # local quotas count on their own (LocalQuotas.run_charge)
             raise ValueError("the local record store takes no RunCharge")
         # The process-local lease is not this store's to take (lease_ms is 0 with it).
         thread = self._threads.get(run.thread_id)
-        if thread is None:
+        if thread is None or thread.owner != run.owner or thread_made_at not in ("", thread.created_at):
             raise KeyError(run.thread_id)
         if run.run_id in self._runs.get(run.thread_id, {}):
             raise RunExists(run.run_id)

@@ -69,12 +69,19 @@ class RedisRecordStore:
     Args:
         client: the checkpoint Redis.
         ttl_seconds: TTL of every key, refreshed on each write (the checkpoint TTL).
+        readers: the client of blocking reads (default: ``client``).
+        reads_ahead: ``client`` is the ``redis`` saver's own (one batcher): see the attribute.
     """
 
     shared = True
 
     def __init__(
-        self, client: aioredis.Redis, *, ttl_seconds: int, readers: aioredis.Redis | None = None
+        self,
+        client: aioredis.Redis,
+        *,
+        ttl_seconds: int,
+        readers: aioredis.Redis | None = None,
+        reads_ahead: bool = False,
     ) -> None:
         self._client = client
         # Blocking reads (a stream's or a join's wait) go here, apart from the client of
@@ -90,6 +97,7 @@ class RedisRecordStore:
         # and ends, the quotas') share a round trip, as the saver's do (not on a Cluster,
         # whose pipelines split by slot).
         self._pipelining = pipelining.shared(client)
+        self.reads_ahead = reads_ahead and self._pipelining is not None
 
     async def _script(self, name: str, keys: list[Any], args: list[Any]) -> Any:
         if self._pipelining is not None:
@@ -188,6 +196,7 @@ class RedisRecordStore:
         max_queued: int = 0,
         token_suffix: str = "",
         charge: RunCharge | None = None,
+        thread_made_at: str = "",
     ) -> tuple[bool, str | None]:
         member = f"{run.thread_id} {run.run_id}"
         if self._cluster:
@@ -222,6 +231,8 @@ class RedisRecordStore:
                 member,
                 token_suffix,
                 *(charge.args if charge else (0, "", "", "", "", "")),
+                run.owner,
+                thread_made_at,
                 *codec.run_fields(run),
             ],
         )

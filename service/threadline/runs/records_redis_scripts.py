@@ -32,29 +32,32 @@ UPDATE_THREAD = """
     """
 # KEYS[1] thread, KEYS[2] runs index, KEYS[3] run queue, KEYS[4] run, KEYS[5] heartbeat,
 # KEYS[6] events, KEYS[7] lease, KEYS[8] fence counter, KEYS[9] (not on Redis Cluster) the
-# active-run index; ARGV[1] 'reject' (multitask_strategy=reject) or the most active runs
-# the thread may have before this one (0: no cap), ARGV[2] run id, ARGV[3] created µs, ARGV[4] ttl,
-# ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value, as
-# in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
-# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's
-# suffix (RedisTurnLease.token_suffix), ARGV[13] '0' or the run's bytes toward the thread's
-# quota (a RunCharge: KEYS[10] the thread's bytes, KEYS[11] the principal's threads, ARGV[14..18]
-# the charge's limit .. ttl ms; never on Redis Cluster), ARGV[19..] run fields.
-# Returns -1 no such thread, -4 the bytes would pass QUOTA_THREAD_BYTES (nothing written but
-# the thread's activity mark, as quotas.py's charge), -3 the run exists (nothing written), 0
-# rejected (thread has an active run), -2 the queue is full (QUOTA_QUEUED_RUNS_PER_THREAD), 1
-# queued behind another
-# run, 2 queued at the head (its turn now); or, when it heads the queue, ARGV[8] is not 0
-# and the thread's lease is free: the lease's new token, the lease taken (as
-# RedisTurnLease would) and the run "running" with its first event — one round trip for
-# what took three. The heartbeat is set with the run, naming its executor: nobody may take
-# it for an orphan before its executor starts. The active-run index is written before the
-# run is queued (same step here; before it, on Cluster, where it is another slot).
+# active-run index; ARGV[1] 'reject' (multitask_strategy=reject) or the most active runs the
+# thread may have before this one (0: no cap), ARGV[2] run id, ARGV[3] created µs, ARGV[4]
+# ttl, ARGV[5] now, ARGV[6] heartbeat ms (0: none), ARGV[7] executor (the heartbeat's value,
+# as in BEAT), ARGV[8] lease ms (0: do not take the lease), ARGV[9] first event's name,
+# ARGV[10] its data, ARGV[11] the run's active-index member, ARGV[12] the lease token's suffix
+# (RedisTurnLease.token_suffix), ARGV[13] '0' or the run's bytes toward the thread's quota (a
+# RunCharge: KEYS[10] the thread's bytes, KEYS[11] the principal's threads, ARGV[14..18] the
+# charge's limit .. ttl ms; never on Redis Cluster), ARGV[19] the run's owner, ARGV[20] '' or
+# the thread's created_at as the caller last read it, ARGV[21..] run fields. Returns -1 no
+# such thread: none, another owner's, or (ARGV[20]) one made again since (a caller that did
+# not read the thread relies on it: Threads.known), -4 the bytes would pass QUOTA_THREAD_BYTES
+# (nothing written but the thread's activity mark, as quotas.py's charge), -3 the run exists
+# (nothing written), 0 rejected (thread has an active run), -2 the queue is full
+# (QUOTA_QUEUED_RUNS_PER_THREAD), 1 queued behind another run, 2 queued at the head (its turn
+# now); or, when it heads the queue, ARGV[8] is not 0 and the thread's lease is free: the
+# lease's new token, the lease taken (as RedisTurnLease would) and the run "running" with its
+# first event — one round trip for what took three. The heartbeat is set with the run, naming
+# its executor: nobody may take it for an orphan before its executor starts. The active-run
+# index is written before the run is queued (same step here; before it, on Cluster, where it
+# is another slot).
 CREATE_RUN = (
     RedisTurnLease.ACQUIRE_FUNCTION
     + RedisQuotas.CHARGE_FUNCTION
     + """
-    if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+    local owner, made_at = unpack(redis.call('HMGET', KEYS[1], 'owner', 'created_at'))
+    if owner ~= ARGV[19] or (ARGV[20] ~= '' and made_at ~= ARGV[20]) then return -1 end
     if ARGV[13] ~= '0' and charge(KEYS[10], KEYS[11], ARGV[13], unpack(ARGV, 14, 18)) < 0 then
       return -4
     end
@@ -66,7 +69,7 @@ CREATE_RUN = (
     end
     if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[3], ARGV[11]) end
     local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-    redis.call('HSET', KEYS[4], unpack(ARGV, 19))
+    redis.call('HSET', KEYS[4], unpack(ARGV, 21))
     redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
     redis.call('ZADD', KEYS[3], seq, ARGV[2])
     redis.call('HSET', KEYS[1], 'status', 'busy', 'updated_at', ARGV[5])

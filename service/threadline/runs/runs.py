@@ -139,6 +139,7 @@ class Runs(Following):
             self._check_rollback("multitask_strategy")
         stateless = thread_id is None
         created = False  # a thread made for this run: deleted again if the run is refused
+        made_at: str | None = None  # a known thread's created_at: its record is not read
         if stateless:
             thread_id = new_thread_id or str(uuid.uuid4())
             # The run's metadata too, as langgraph-api: what a custom auth handler stamped on the
@@ -155,27 +156,61 @@ class Runs(Following):
                 await self.threads.create(principal, thread_id, metadata)
             created = not reused
         else:
-            try:
-                record = await self.threads.record(principal, thread_id)
-            except NotFound:
-                if payload.get("if_not_exists") != "create":
-                    raise
-                await self.threads.create(principal, thread_id, dict(payload.get("metadata") or {}))
-                created = True
-                record = await self.threads.record(principal, thread_id)
-            if "graph_id" not in record.metadata:
-                record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
-                await self.records.update_thread(thread_id, metadata=record.metadata)
+            # A plain run on a thread this replica knows skips reading its record (one round
+            # trip of a run's seven): storing the run checks that the thread is still the
+            # principal's. Resumes read its state and interrupt/rollback cancel its runs first.
+            if (payload.get("multitask_strategy") or "enqueue") not in ("interrupt", "rollback") and not (
+                payload.get("command") or payload.get("checkpoint_id") or payload.get("checkpoint")
+            ):
+                made_at = self.threads.known(principal, thread_id)
+            if made_at is None:
+                created = await self._thread_for_run(principal, thread_id, payload, assistant)
         try:
             if not stateless:
                 await self._check_resume(assistant, thread_id, payload)
-            run = await self._store_run(principal, thread_id, payload, assistant, stateless, streamed, run_id)
+            try:
+                run = await self._store_run(
+                    principal, thread_id, payload, assistant, stateless, streamed, run_id, made_at or ""
+                )
+            except NotFound as gone:
+                if made_at is None or gone.code != "thread_not_found":
+                    raise
+                # Deleted, or made again, since this replica read it: as a first run would.
+                self.threads.forget(thread_id)
+                created = await self._thread_for_run(principal, thread_id, payload, assistant)
+                run = await self._store_run(
+                    principal, thread_id, payload, assistant, stateless, streamed, run_id
+                )
         except BaseException:
             if created:  # its quota slot back, no empty thread left behind (issue 18)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.threads.delete(principal, thread_id))
             raise
         return run
+
+    async def _thread_for_run(
+        self, principal: str, thread_id: str, payload: dict[str, Any], assistant: Assistant
+    ) -> bool:
+        """Read the thread a run is for (made first with ``if_not_exists=create``; returns
+        whether it was) and stamp its graph on it.
+
+        Raises:
+            NotFound: no such thread of the principal's.
+        """
+        created = False
+        try:
+            record = await self.threads.record(principal, thread_id)
+        except NotFound:
+            if payload.get("if_not_exists") != "create":
+                raise
+            await self.threads.create(principal, thread_id, dict(payload.get("metadata") or {}))
+            created = True
+            record = await self.threads.record(principal, thread_id)
+        if "graph_id" not in record.metadata:
+            record.metadata.update(graph_id=assistant.graph_id, assistant_id=assistant.assistant_id)
+            await self.records.update_thread(thread_id, metadata=record.metadata)
+        self.threads.remember(record)
+        return created
 
     async def check(self, principal: str, payload: dict[str, Any]) -> None:
         """What :meth:`create` checks of ``payload`` before it stores anything (assistant,
@@ -196,8 +231,10 @@ class Runs(Following):
         stateless: bool,
         streamed: bool,
         run_id: str | None = None,
+        thread_made_at: str = "",
     ) -> RunRecord:
-        """The second half of :meth:`create`: count, store, start."""
+        """The second half of :meth:`create`: count, store, start (on the thread made at
+        ``thread_made_at``, if not '': see ``create_and_start_run``)."""
         strategy = payload.get("multitask_strategy") or "enqueue"
         # Counted as the run is stored, in its step (one round trip less), unless runs are
         # cancelled for it first: a refused count must come before those cancels.
@@ -226,7 +263,12 @@ class Runs(Following):
                     await self.records.request_cancel(thread_id, other.run_id, strategy)
         try:
             await self.executor.submit(
-                run, assistant, reject_if_busy=strategy == "reject", streamed=streamed, charge=charge
+                run,
+                assistant,
+                reject_if_busy=strategy == "reject",
+                streamed=streamed,
+                charge=charge,
+                thread_made_at=thread_made_at,
             )
         except (RunRejected, QueueFull, KeyError) as refused:
             with contextlib.suppress(Exception):  # else dropped by the next sweep

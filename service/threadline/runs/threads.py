@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 
 # The fields of a run's body its record keeps, sized by the client (QUOTA_THREAD_BYTES).
 RUN_STORED_FIELDS = ("input", "command", "config", "context", "metadata")
+# Threads a replica remembers for the runs on them (Threads.known): the most recently run,
+# ~300 bytes each.
+KNOWN_THREADS = 10_000
 
 
 class Threads:
@@ -63,8 +67,31 @@ class Threads:
         self.assistants = assistants
         self.lease = lease
         self.checkpointer = checkpointer
+        self._known: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> owner, created_at
 
     # -- records --
+
+    def known(self, principal: str, thread_id: str) -> str | None:
+        """The thread's ``created_at`` if a run on it may skip reading its record: this
+        replica read it as ``principal``'s, with its graph stamped (:meth:`remember`), and no
+        custom auth filter applies to this request. The run's creation checks in its own step
+        that the thread is still that one (``create_and_start_run``'s ``thread_made_at``); a
+        thread deleted since, or made again, fails there and is read anew."""
+        if access.current() is not None or (self.quotas is not None and not self.quotas.defers_run_charges):
+            return None  # (without a deferred charge, the run's bytes are counted before that check)
+        owner, made_at = self._known.get(thread_id, ("", ""))
+        return made_at if owner == principal else None
+
+    def remember(self, record: ThreadRecord) -> None:
+        """See :meth:`known`; the last :data:`KNOWN_THREADS` threads."""
+        if access.current() is None and "graph_id" in record.metadata:
+            self._known[record.thread_id] = (record.owner, record.created_at)
+            self._known.move_to_end(record.thread_id)
+            if len(self._known) > KNOWN_THREADS:
+                self._known.popitem(last=False)
+
+    def forget(self, thread_id: str) -> None:
+        self._known.pop(thread_id, None)
 
     async def record(self, principal: str, thread_id: str) -> ThreadRecord:
         """The thread's record if ``principal`` owns it (adopting a ``/v1`` thread).
@@ -203,6 +230,7 @@ class Threads:
         """The thread, its checkpoints, runs and events are gone. Under the lease, so no run is
         half-way through writing it."""
         await self.record(principal, thread_id)
+        self.forget(thread_id)
         async with self.lease.hold(thread_id):
             await self.checkpointer.adelete_thread(thread_id)
             await self.records.delete_thread(thread_id)

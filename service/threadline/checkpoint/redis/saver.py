@@ -208,6 +208,11 @@ class RedisCheckpointSaver(_Reads, _Writes, _Upkeep, _Drivers, BaseCheckpointSav
         saver._owns_clients = True
         return saver
 
+    @property
+    def client(self) -> aioredis.Redis:
+        """The async client (others may share it, and so its batcher: ``pipelining.shared``)."""
+        return self._client
+
     async def aclose(self) -> None:
         """Close the clients this saver created (:meth:`from_url`); given clients stay open.
         Script calls on their way are sent first."""
