@@ -164,43 +164,49 @@ class Executor(Takeover):
         """
         executor = uuid.uuid4().hex
         now = due_in(run) <= 0  # a delayed run does not take the lease now: its turn comes later
-        ahead = self._read_ahead(run) if now else None
-        try:
-            # Alive as it is queued, its heartbeat naming its executor: nobody may take it for
-            # an orphan before its executor starts. On an idle thread it also takes the turn
-            # lease and starts running, in the same round trip.
-            first, token = await self.records.create_and_start_run(
-                run,
-                reject_if_busy=reject_if_busy,
-                alive_seconds=self.heartbeat_seconds,
-                executor=executor,
-                lease_ms=self.lease.lease_ms if now else 0,
-                token_suffix=self.lease.token_suffix(),
-                event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
-                max_queued=self.quota.queued_runs_per_thread,
-                charge=charge,
-                thread_made_at=thread_made_at,
-            )
-        except BaseException:
-            if ahead is not None:
-                ahead.cancel()
-            raise
+        # Alive as it is queued, its heartbeat naming its executor: nobody may take it for an
+        # orphan before its executor starts. On an idle thread it also takes the turn lease and
+        # starts running, in the same round trip.
+        creation = self.records.create_and_start_run(
+            run,
+            reject_if_busy=reject_if_busy,
+            alive_seconds=self.heartbeat_seconds,
+            executor=executor,
+            lease_ms=self.lease.lease_ms if now else 0,
+            token_suffix=self.lease.token_suffix(),
+            event=("metadata", wire.dumps({"run_id": run.run_id, "attempt": 1})),
+            max_queued=self.quota.queued_runs_per_thread,
+            charge=charge,
+            thread_made_at=thread_made_at,
+        )
         read: tuple[CheckpointTuple | None] | None = None
-        if ahead is not None and token is not None:  # made under the lease this run holds
-            with contextlib.suppress(Exception):  # (else the run reads for itself)
-                read = (await ahead,)
-        elif ahead is not None:
-            ahead.cancel()
+        if not (now and self._reads_ahead(run)):
+            first, token = await creation
+        else:
+            # Two tasks, which make their calls on the loop's next iteration one after the other:
+            # in one batch, the creation's first (a read made by a task beside an awaited
+            # creation could miss the batch the creation went in).
+            creating = asyncio.ensure_future(creation)
+            ahead = asyncio.ensure_future(self.threads.checkpointer.aget_tuple(thread_config(run.thread_id)))
+            try:
+                first, token = await creating
+            except BaseException:
+                creating.cancel()
+                ahead.cancel()
+                raise
+            if token is None:  # queued: the read may be older than the thread at its turn
+                ahead.cancel()
+            else:
+                with contextlib.suppress(Exception):  # (else the run reads for itself)
+                    read = (await ahead,)
         self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed, read=read)
 
-    def _read_ahead(self, run: RunRecord) -> asyncio.Task[CheckpointTuple | None] | None:
-        """The run's first checkpoint read, queued behind its creation (which is queued first,
-        before this task starts): :mod:`threadline.checkpoint.read_ahead`. None where the two do
-        not share a batcher, or the run reads another checkpoint than the thread's latest."""
+    def _reads_ahead(self, run: RunRecord) -> bool:
+        """Whether the run's first checkpoint read goes with its creation
+        (:mod:`threadline.checkpoint.read_ahead`): where the records and the saver share a
+        batcher, and the run reads the thread's latest checkpoint (no ``checkpoint_id``)."""
         kwargs = run.kwargs
-        if not self.records.reads_ahead or kwargs.get("checkpoint_id") or kwargs.get("checkpoint"):
-            return None
-        return asyncio.ensure_future(self.threads.checkpointer.aget_tuple(thread_config(run.thread_id)))
+        return self.records.reads_ahead and not (kwargs.get("checkpoint_id") or kwargs.get("checkpoint"))
 
     def result(self, run_id: str) -> asyncio.Future[bytes | None] | None:
         """The result of a run executing here, once recorded (None in it: read the store);
