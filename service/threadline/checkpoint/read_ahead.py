@@ -13,12 +13,15 @@ drops it either way: no later read of the run can get it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+Made = TypeVar("Made")
 
 
 class _Ahead:
@@ -59,3 +62,33 @@ def take(config: dict[str, Any]) -> tuple[bool, CheckpointTuple | None]:
     ):
         return False, None
     return True, ahead.found
+
+
+async def made_with(
+    creation: Awaitable[Made], saver: BaseCheckpointSaver, thread_id: str, kept: Callable[[Made], bool]
+) -> tuple[Made, tuple[CheckpointTuple | None] | None]:
+    """``creation``'s result, and the thread's latest checkpoint read in its batch (in a tuple:
+    it may be None) if ``kept(result)`` says the read is the run's (the creation took the
+    thread's lease); else, or if the read failed, None (the run then reads for itself).
+
+    Two tasks, which make their calls on the loop's next iteration one after the other, so they
+    go in one batch, the creation's first (a read made by a task beside an awaited creation
+    could miss the batch the creation went in).
+    """
+    creating = asyncio.ensure_future(creation)
+    ahead = asyncio.ensure_future(
+        saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    )
+    try:
+        made = await creating
+    except BaseException:
+        creating.cancel()
+        ahead.cancel()
+        raise
+    if not kept(made):
+        ahead.cancel()
+        return made, None
+    try:
+        return made, (await ahead,)
+    except Exception:
+        return made, None

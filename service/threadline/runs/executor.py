@@ -34,7 +34,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from threadline import metrics
 from threadline.checkpoint.errors import FencedError
-from threadline.checkpoint.read_ahead import read_ahead
+from threadline.checkpoint.read_ahead import made_with, read_ahead
 from threadline.config import QuotaSettings
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.quotas import RunCharge
@@ -46,7 +46,6 @@ from threadline.runs.graph_io import run_graph, settle_stopped_run
 from threadline.runs.protocol import PROTOCOL_KWARG, PROTOCOL_V2
 from threadline.runs.records import CancelRequested, RecordStore, RunRecord, now_iso
 from threadline.runs.takeover import SWEEP_SECONDS, Takeover
-from threadline.runs.thread_checkpoints import thread_config
 from threadline.runs.threads import Threads
 from threadline.store.tenant import Tenancy
 
@@ -180,25 +179,12 @@ class Executor(Takeover):
             thread_made_at=thread_made_at,
         )
         read: tuple[CheckpointTuple | None] | None = None
-        if not (now and self._reads_ahead(run)):
-            first, token = await creation
+        if now and self._reads_ahead(run):  # the read is the run's if the creation took the lease
+            (first, token), read = await made_with(
+                creation, self.threads.checkpointer, run.thread_id, kept=lambda made: made[1] is not None
+            )
         else:
-            # Two tasks, which make their calls on the loop's next iteration one after the other:
-            # in one batch, the creation's first (a read made by a task beside an awaited
-            # creation could miss the batch the creation went in).
-            creating = asyncio.ensure_future(creation)
-            ahead = asyncio.ensure_future(self.threads.checkpointer.aget_tuple(thread_config(run.thread_id)))
-            try:
-                first, token = await creating
-            except BaseException:
-                creating.cancel()
-                ahead.cancel()
-                raise
-            if token is None:  # queued: the read may be older than the thread at its turn
-                ahead.cancel()
-            else:
-                with contextlib.suppress(Exception):  # (else the run reads for itself)
-                    read = (await ahead,)
+            first, token = await creation
         self._start(run, assistant, executor, 1, first=first, token=token, streamed=streamed, read=read)
 
     def _reads_ahead(self, run: RunRecord) -> bool:
