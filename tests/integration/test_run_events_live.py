@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from runs_layers import runs_layer
 from typing_extensions import TypedDict
 
 from threadline.config import QuotaSettings
@@ -66,13 +67,7 @@ async def replicas(redis_server, monkeypatch) -> AsyncIterator[tuple[Runs, Runs,
     client = async_client(redis_server.url(9))
     await client.flushdb()
     graph = gated_graph(InMemorySaver())
-    layers = []
-    for _ in range(2):
-        records = RedisRecordStore(client, ttl_seconds=60)
-        lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
-        assistants = Assistants({"gated": graph})
-        threads = Threads(records, assistants, lease, graph.checkpointer)
-        layers.append(Runs(threads, assistants, records, lease, QuotaSettings(), heartbeat_seconds=10))
+    layers = [runs_layer(client, "gated", graph) for _ in range(2)]
     yield layers[0], layers[1], layers[0].records  # type: ignore[misc]
     for layer in layers:
         await layer.aclose()

@@ -20,21 +20,17 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from runs_layers import runs_layer
 from typing_extensions import TypedDict
 
 from threadline.checkpoint.instrumented import instrument
 from threadline.checkpoint.redis import RedisCheckpointSaver
 from threadline.checkpoint.redis.pipelining import ScriptPipelining
 from threadline.checkpoint.redis.scripts import SCRIPTS as SAVER
-from threadline.config import QuotaSettings
-from threadline.lease import RedisTurnLease
 from threadline.redis_client import async_client
-from threadline.runs.assistants import Assistants
 from threadline.runs.errors import NotFound
-from threadline.runs.records_redis import RedisRecordStore
 from threadline.runs.records_redis_scripts import SCRIPTS as RECORDS
 from threadline.runs.runs import Runs
-from threadline.runs.threads import Threads
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +52,7 @@ async def replicas(redis_server) -> AsyncIterator[tuple[Runs, Runs]]:
     client = async_client(redis_server.url(10))
     await client.flushdb()
     graph = counted_graph(InMemorySaver())
-    layers = []
-    for _ in range(2):
-        records = RedisRecordStore(client, ttl_seconds=60)
-        lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
-        assistants = Assistants({"counted": graph})
-        threads = Threads(records, assistants, lease, graph.checkpointer)
-        layers.append(Runs(threads, assistants, records, lease, QuotaSettings(), heartbeat_seconds=10))
+    layers = [runs_layer(client, "counted", graph) for _ in range(2)]
     yield layers[0], layers[1]
     for layer in layers:
         await layer.aclose()
@@ -178,11 +168,7 @@ async def on_redis_saver(redis_server) -> AsyncIterator[Runs]:
     builder.add_node("step", gated_step)
     builder.add_edge(START, "step")
     builder.add_edge("step", END)
-    graph = builder.compile(checkpointer=saver)
-    records = RedisRecordStore(client, ttl_seconds=60, reads_ahead=True)
-    lease = RedisTurnLease(client, lease_seconds=10, wait_seconds=5, counter_ttl_seconds=60)
-    assistants = Assistants({"counted": graph})
-    layer = Runs(Threads(records, assistants, lease, saver), assistants, records, lease, QuotaSettings())
+    layer = runs_layer(client, "counted", builder.compile(checkpointer=saver), reads_ahead=True)
     yield layer
     await layer.aclose()
     await saver.inner.aclose()

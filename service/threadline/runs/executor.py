@@ -492,7 +492,7 @@ class Executor(Takeover):
                             raise _RunGone(run.run_id) from None
                     try:
                         store = self.tenancy.of(run.owner) if self.tenancy is not None else None
-                        with read_ahead(run.thread_id, *read) if token and read else contextlib.nullcontext():
+                        with read_ahead(run.thread_id, *read) if read else contextlib.nullcontext():
                             return await run_graph(
                                 run,
                                 assistant,
