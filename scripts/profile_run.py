@@ -18,21 +18,25 @@ of their own, each on new threads:
   ``EVALSHA`` by script (their SHA1s, from threadline's own modules);
 * **monitor** — ``MONITOR``: the commands each script ran;
 * **profile** — a cProfile of the replica (its event-loop thread): the top functions by
-  cumulative and by own time, per run.
+  cumulative and by own time, per run;
+* **timeline** (concurrency 1 only) — where a run's wall time goes, from its request reaching
+  the app to its response starting: each round trip to Redis (from its write to its reply)
+  and the replica's own work between them, in order (the runs of the window's most common
+  order: a lease renewal in the middle of one makes another).
 
-``--repeat N`` runs the count and slowlog passes N times (medians shown). ``--tree NAME=PATH``
-(repeatable) measures other ``service/`` trees (e.g. a ``git archive`` of the commit before a
-change), each with its own replica and Redis, the passes taking turns between them (A B, then
-B A, …: a change in this shared machine's load falls on both alike), and prints each figure
-side by side with its ratio to the first tree's: the A/B of a change. Without it the tree is
-this checkout's.
+``--repeat N`` runs the count, slowlog and timeline passes N times (medians shown).
+``--tree NAME=PATH`` (repeatable) measures other ``service/`` trees (e.g. a ``git archive`` of
+the commit before a change), each with its own replica and Redis, the passes taking turns
+between them (A B, then B A, …: a change in this shared machine's load falls on both alike),
+and prints each figure side by side with its ratio to the first tree's: the A/B of a change.
+Without it the tree is this checkout's.
 
 This is a benchmark, not a test: it asserts nothing about time. Everything stays on 127.0.0.1
 and every process it starts is stopped on exit.
 
     PYTHONPATH=service .venv/bin/python scripts/profile_run.py [--runs 60] [--windows 1-10,46-55]
         [--concurrency 1] [--repeat 3] [--tree A=PATH --tree B=PATH] [--no-profile]
-        [--no-slowlog] [--no-monitor] [--top 30] [--json FILE]
+        [--no-slowlog] [--no-monitor] [--no-timeline] [--top 30] [--json FILE]
 """
 
 from __future__ import annotations
@@ -106,13 +110,27 @@ def command_label(args: tuple[Any, ...], names: dict[str, str]) -> str:
 
 def serve_wrapped(control: Path, argv: list[str]) -> int:
     """Run threadline with its Redis round trips counted. SIGUSR1 starts a window (counts
-    reset; a cProfile too when ``control/mode`` says ``profile``), SIGUSR2 ends it and writes
-    ``control/window.json`` (and ``control/window.pstats``)."""
+    reset; a cProfile too when ``control/mode`` says ``profile``, the runs' timeline when it
+    says ``timeline``), SIGUSR2 ends it and writes ``control/window.json`` (and
+    ``control/window.pstats``)."""
     import redis.asyncio.client as aclient
     import redis.client as sclient
+    from fastapi import FastAPI
 
     trips: Counter[str] = Counter()
-    state: dict[str, Any] = {"names": {}, "profile": None, "cpu": 0.0, "wall": 0.0}
+    state: dict[str, Any] = {"names": {}, "profile": None, "cpu": 0.0, "wall": 0.0, "marks": None}
+
+    def mark(what: str) -> None:
+        if state["marks"] is not None:
+            state["marks"].append((time.perf_counter(), what))
+
+    async def timed(label: str, call: Any) -> Any:
+        """``await call``, its write and its reply marked on the timeline."""
+        mark("send " + label)
+        try:
+            return await call
+        finally:
+            mark("reply " + label)
 
     def label_pipeline(stack: list[Any]) -> str:
         parts = Counter(command_label(tuple(c[0]), state["names"]) for c in stack)
@@ -124,13 +142,16 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
         if asynchronous:
 
             async def counted_command(self, *args, **options):  # type: ignore[no-untyped-def]
-                trips[prefix + command_label(args, state["names"])] += 1
-                return await command(self, *args, **options)
+                label = command_label(args, state["names"])
+                trips[prefix + label] += 1
+                return await timed(label, command(self, *args, **options))
 
             async def counted_execute(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                if self.command_stack:
-                    trips[prefix + label_pipeline(self.command_stack)] += 1
-                return await execute(self, *args, **kwargs)
+                if not self.command_stack:
+                    return await execute(self, *args, **kwargs)
+                label = label_pipeline(self.command_stack)
+                trips[prefix + label] += 1
+                return await timed(label, execute(self, *args, **kwargs))
         else:
 
             def counted_command(self, *args, **options):  # type: ignore[no-untyped-def]
@@ -163,10 +184,28 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
 
         async def counted_round_trip(self, commands):  # type: ignore[no-untyped-def]
             one = command_label(unpacked(commands[0]), state["names"]) if len(commands) == 1 else None
-            trips[one or label_pipeline([(unpacked(command),) for command in commands])] += 1
-            return await round_trip(self, commands)
+            label = one or label_pipeline([(unpacked(command),) for command in commands])
+            trips[label] += 1
+            return await timed(label, round_trip(self, commands))
 
         ScriptPipelining._round_trip = counted_round_trip  # type: ignore[method-assign]
+
+    app_call = FastAPI.__call__
+
+    async def marked_call(self, scope, receive, send):  # type: ignore[no-untyped-def]
+        """A run's request reaching the app and its response starting, on the timeline."""
+        if scope["type"] != "http" or not scope["path"].endswith("/runs/wait"):
+            return await app_call(self, scope, receive, send)
+        mark("request")
+
+        async def marked_send(message):  # type: ignore[no-untyped-def]
+            if message["type"] == "http.response.start":
+                mark("response")
+            await send(message)
+
+        return await app_call(self, scope, receive, marked_send)
+
+    FastAPI.__call__ = marked_call  # type: ignore[method-assign]
 
     def write(path: Path, text: str) -> None:
         tmp = path.with_suffix(".tmp")
@@ -176,7 +215,9 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
     def start(_sig: int, _frame: Any) -> None:
         state["names"] = script_names()
         trips.clear()
-        if (control / "mode").read_text().strip() == "profile":
+        mode = (control / "mode").read_text().strip()
+        state["marks"] = [] if mode == "timeline" else None
+        if mode == "profile":
             state["profile"] = cProfile.Profile()
             state["profile"].enable()
         state["cpu"], state["wall"] = time.process_time(), time.perf_counter()
@@ -188,13 +229,66 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
         if profile is not None:
             profile.disable()
             profile.dump_stats(str(control / "window.pstats"))
-        write(control / "window.json", json.dumps({"trips": trips, "cpu": cpu, "wall": wall}))
+        marks, state["marks"] = state["marks"], None
+        timeline = phases(marks) if marks is not None else None
+        write(
+            control / "window.json",
+            json.dumps({"trips": trips, "cpu": cpu, "wall": wall, "timeline": timeline}),
+        )
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
     from threadline.__main__ import main
 
     return main(argv)
+
+
+def phases(marks: list[tuple[float, str]]) -> dict[str, Any] | None:
+    """The timeline of the runs of the most common order (``marks``: ``(time, what)``, every
+    run's from ``request`` to ``response``, one run at a time): each phase's label and its
+    mean seconds; and how many runs had that order, of how many."""
+    runs: list[list[tuple[float, str]]] = []
+    current: list[tuple[float, str]] | None = None
+    for at, what in marks:
+        if what == "request":
+            current = []
+        if current is None:
+            continue
+        current.append((at, what))
+        if what == "response":
+            runs.append(current)
+            current = None
+    orders = Counter(tuple(what for _, what in run) for run in runs)
+    if not orders:
+        return None
+    order, count = orders.most_common(1)[0]
+    labels = [phase_label(a, b) for a, b in itertools.pairwise(order)]
+    seconds = [0.0] * len(labels)
+    for run in runs:
+        if tuple(what for _, what in run) == order:
+            for i, ((t0, _), (t1, _)) in enumerate(itertools.pairwise(run)):
+                seconds[i] += (t1 - t0) / count
+    return {"phases": list(zip(labels, seconds, strict=True)), "runs": count, "of": len(runs)}
+
+
+def phase_label(before: str, after: str) -> str:
+    """What happened between two marks: a round trip (its write to its reply), or the
+    replica's own work from one mark to the next."""
+    if before.startswith("send ") and after.startswith("reply "):
+        return "Redis: " + short(before.removeprefix("send "))
+    return f"replica: {mark_name(before)} → {mark_name(after)}"
+
+
+def mark_name(what: str) -> str:
+    kind, _, label = what.partition(" ")
+    return what if not label else short(label) + (" sent" if kind == "send" else " answered")
+
+
+def short(label: str) -> str:
+    """A round trip's label for the timeline: ``pipeline[EVALSHA scripts.PUT×2, HGET]`` is
+    ``PUT×2 + HGET``."""
+    parts = label.removeprefix("pipeline[").removesuffix("]").split(", ")
+    return " + ".join(part.removeprefix("EVALSHA ").rpartition(".")[2] for part in parts)
 
 
 # --- the driver's side ------------------------------------------------------------------------
@@ -259,6 +353,7 @@ class Window:
     inner: dict[str, dict[str, int]] = field(default_factory=dict)
     server_cpu: float = 0.0  # s, the replica's process over the window
     profile: pstats.Stats | None = None
+    timeline: dict[str, Any] | None = None  # phases(): a timeline pass's
 
     def add_commands(self, before: dict[str, Any], after: dict[str, Any]) -> None:
         for key, value in after.items():
@@ -395,7 +490,7 @@ async def one_pass(
         for i in range(1, runs + 1):
             window = next((w for w in out if w.first <= i <= w.last), None)
             if window is not None and i == window.first:
-                signal_window(tree, signal.SIGUSR1, "profile" if mode == "profile" else "count")
+                signal_window(tree, signal.SIGUSR1, mode if mode in ("profile", "timeline") else "count")
                 if mode == "monitor":
                     monitor = Monitor(tree)
                 if mode == "slowlog":
@@ -431,6 +526,7 @@ async def one_pass(
             figures = signal_window(tree, signal.SIGUSR2)
             assert figures is not None
             window.trips, window.server_cpu = figures["trips"], figures["cpu"]
+            window.timeline = figures.get("timeline")
             if mode == "profile":
                 assert tree.control is not None
                 window.profile = pstats.Stats(str(tree.control / "window.pstats"))
@@ -642,6 +738,8 @@ def report_tree(results: dict[str, list[list[Window]]], tree: Tree, spans: list[
         ["round trip", *spans],
         rows,
     )
+    if timelines := results.get("timeline"):
+        print_timeline(tree.name, timelines)
     for window in (results.get("monitor") or [[]])[0]:
         rows = []
         for script, inner in sorted(window.inner.items()):
@@ -663,6 +761,37 @@ def report_tree(results: dict[str, list[list[Window]]], tree: Tree, spans: list[
                 "profiler's own cost inflates every figure: compare them, do not add them)"
             )
             print_profile(title, window.profile, window.runs, top)
+
+
+def print_timeline(name: str, repeats: list[list[Window]]) -> None:
+    """Each window's timeline: every phase's median over the passes that had the first
+    pass's order (µs), and its total split into the replica's work and Redis's round trips."""
+    for i, first in enumerate(repeats[0]):
+        if first.timeline is None:
+            continue
+        labels = [label for label, _ in first.timeline["phases"]]
+        same = [
+            r[i].timeline
+            for r in repeats
+            if r[i].timeline is not None and [label for label, _ in r[i].timeline["phases"]] == labels
+        ]
+        us = [median([t["phases"][j][1] * 1e6 for t in same]) for j in range(len(labels))]
+        redis = sum(v for label, v in zip(labels, us, strict=True) if label.startswith("Redis: "))
+        rows = [[label, fmt(v)] for label, v in zip(labels, us, strict=True)]
+        rows += [
+            ["**request to response**", f"**{fmt(sum(us))}**"],
+            ["of which the replica's work", fmt(sum(us) - redis)],
+            [
+                f"of which {sum(label.startswith('Redis: ') for label in labels)} round trips to Redis",
+                fmt(redis),
+            ],
+        ]
+        runs = sum(t["runs"] for t in same)
+        title = (
+            f"{name}: a run's wall time, runs {first.first}–{first.last} (µs, in order; medians of "
+            f"{len(same)} pass(es), {runs} of {sum(t['of'] for t in same)} runs in this order)"
+        )
+        print_table(title, ["phase", "µs"], rows)
 
 
 def print_profile(title: str, stats: pstats.Stats, runs: int, top: int) -> None:
@@ -701,6 +830,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
     parser.add_argument("--no-monitor", action="store_true", help="skip the MONITOR pass")
     parser.add_argument("--no-slowlog", action="store_true", help="skip the SLOWLOG pass")
+    parser.add_argument("--no-timeline", action="store_true", help="skip the timeline pass (concurrency 1)")
     parser.add_argument("--top", type=int, default=30, help="cProfile rows")
     parser.add_argument("--json", type=Path, help="also write the summary figures here")
     args = parser.parse_args(argv)
@@ -712,6 +842,8 @@ def main(argv: list[str] | None = None) -> int:
     if max(b for _, b in windows) > args.runs:
         parser.error("a window ends after the last run")
     modes = ["count"] + ([] if args.no_slowlog else ["slowlog"])
+    if args.concurrency == 1 and not args.no_timeline:  # at 1 a run's phases do not overlap
+        modes.append("timeline")
     results: dict[str, dict[str, list[list[Window]]]] = {t.name: {} for t in trees}
     with tempfile.TemporaryDirectory(prefix="profile-run-") as tmp, contextlib.ExitStack() as stack:
         for tree in trees:

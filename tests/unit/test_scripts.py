@@ -106,3 +106,45 @@ def test_bench_checkpointers_child_runs_a_conversation_in_its_own_process() -> N
     assert set(measured["stored"]) == {"10", "12"} and measured["stored"]["12"] > measured["stored"]["10"]
     assert len(measured["written"]) == turns and measured["spent"] == []
     assert measured["get_ms"] > 0 and measured["max_rss_mb"] > 0
+
+
+def test_profile_run_timeline_splits_a_run_into_round_trips_and_the_replicas_work() -> None:
+    """`profile_run.py`'s timeline (where a run's wall time goes at concurrency 1): the phases
+    of the runs in the most common order, averaged; a run in another order (a lease renewal
+    in the middle) and marks outside a request are left out."""
+    sys.path.insert(0, str(SCRIPTS[0].parent))
+    from profile_run import phases
+
+    create = "pipeline[EVALSHA records_redis_scripts.CREATE_RUN, EVALSHA scripts.LOAD]"
+    put = "EVALSHA scripts.PUT"
+
+    def run(start: float, work: float, trip: float, renewal: bool = False) -> list[tuple[float, str]]:
+        marks = [
+            (start, "request"),
+            (start + work, f"send {create}"),
+            (start + work + trip, f"reply {create}"),
+        ]
+        at = start + 2 * work + trip
+        marks += [(at, f"send {put}"), (at + trip, f"reply {put}")]
+        if renewal:
+            marks += [
+                (at + trip + 0.0001, "send EVALSHA lease.RENEW"),
+                (at + trip + 0.0002, "reply EVALSHA lease.RENEW"),
+            ]
+        return [*marks, (at + trip + work, "response")]
+
+    marks = [(0.0, "send HGETALL"), (0.00001, "reply HGETALL")]  # before any request
+    marks += run(1.0, 0.001, 0.0002) + run(2.0, 0.003, 0.0004) + run(3.0, 0.5, 0.5, renewal=True)
+    timeline = phases(marks)
+    assert timeline is not None and (timeline["runs"], timeline["of"]) == (2, 3)
+    labels = [label for label, _ in timeline["phases"]]
+    assert labels == [
+        "replica: request → CREATE_RUN + LOAD sent",
+        "Redis: CREATE_RUN + LOAD",
+        "replica: CREATE_RUN + LOAD answered → PUT sent",
+        "Redis: PUT",
+        "replica: PUT answered → response",
+    ]
+    seconds = [s for _, s in timeline["phases"]]
+    assert seconds == pytest.approx([0.002, 0.0003, 0.002, 0.0003, 0.002])
+    assert phases([(0.0, "send HGETALL"), (0.1, "reply HGETALL")]) is None
