@@ -13,7 +13,8 @@ of their own, each on new threads:
   and bytes in and out, ``INFO commandstats`` deltas (calls and µs per command; a script's
   inner commands are counted under their own names and inside the script's time); the
   replica's round trips to Redis (one per command or pipeline its clients send, by what they
-  carry: ``EVALSHA`` by script name) and its CPU (``time.process_time`` in it);
+  carry: ``EVALSHA`` by script name), its CPU (``time.process_time`` in it) and its garbage
+  collections' time (``gc.callbacks``);
 * **slowlog** — every command's own duration from ``SLOWLOG`` (``slowlog-log-slower-than 0``),
   ``EVALSHA`` by script (their SHA1s, from threadline's own modules);
 * **monitor** — ``MONITOR``: the commands each script ran;
@@ -45,6 +46,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import hashlib
 import itertools
 import json
@@ -119,6 +121,15 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
 
     trips: Counter[str] = Counter()
     state: dict[str, Any] = {"names": {}, "profile": None, "cpu": 0.0, "wall": 0.0, "marks": None}
+    collecting = {"since": 0.0, "seconds": 0.0}
+
+    def gc_timed(phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting["since"] = time.perf_counter()
+        else:
+            collecting["seconds"] += time.perf_counter() - collecting["since"]
+
+    gc.callbacks.append(gc_timed)
 
     def mark(what: str) -> None:
         if state["marks"] is not None:
@@ -221,6 +232,7 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
             state["profile"] = cProfile.Profile()
             state["profile"].enable()
         state["cpu"], state["wall"] = time.process_time(), time.perf_counter()
+        collecting["seconds"] = 0.0
         write(control / "started", "1")
 
     def stop(_sig: int, _frame: Any) -> None:
@@ -233,7 +245,9 @@ def serve_wrapped(control: Path, argv: list[str]) -> int:
         timeline = phases(marks) if marks is not None else None
         write(
             control / "window.json",
-            json.dumps({"trips": trips, "cpu": cpu, "wall": wall, "timeline": timeline}),
+            json.dumps(
+                {"trips": trips, "cpu": cpu, "wall": wall, "gc": collecting["seconds"], "timeline": timeline}
+            ),
         )
 
     signal.signal(signal.SIGUSR1, start)
@@ -352,6 +366,7 @@ class Window:
     # script label -> inner command -> calls (MONITOR: what each script ran)
     inner: dict[str, dict[str, int]] = field(default_factory=dict)
     server_cpu: float = 0.0  # s, the replica's process over the window
+    gc_pauses: float = 0.0  # s, the replica's garbage collections (gc.callbacks)
     profile: pstats.Stats | None = None
     timeline: dict[str, Any] | None = None  # phases(): a timeline pass's
 
@@ -526,7 +541,7 @@ async def one_pass(
             figures = signal_window(tree, signal.SIGUSR2)
             assert figures is not None
             window.trips, window.server_cpu = figures["trips"], figures["cpu"]
-            window.timeline = figures.get("timeline")
+            window.timeline, window.gc_pauses = figures.get("timeline"), figures.get("gc", float("nan"))
             if mode == "profile":
                 assert tree.control is not None
                 window.profile = pstats.Stats(str(tree.control / "window.pstats"))
@@ -600,6 +615,7 @@ def table_rows(
     rows: list[tuple[str, Any]] = [
         ("p50 latency, ms", lambda ws: median([statistics.median(w.latency) * 1000 for w in ws])),
         ("server CPU, ms/run", lambda ws: per_run(ws, lambda w: w.server_cpu * 1000)),
+        ("of which garbage collection, µs/run", lambda ws: per_run(ws, lambda w: w.gc_pauses * 1e6)),
         ("Redis CPU (main thread), µs/run", lambda ws: per_run(ws, lambda w: w.redis_cpu * 1e6)),
         (
             "Redis command time (commandstats, top level), µs/run",

@@ -142,10 +142,12 @@ def uvicorn_config(app, settings: Settings, host: str, port: int) -> uvicorn.Con
 
 # Objects allocated since the last collection that trigger the next one (CPython's default is
 # 700). A run allocates thousands of short-lived containers, and at concurrency 32 the young
-# generation's survivors are the runs in flight: with the default, collections cost ~0.5 ms of
-# CPU per LangGraph API run (8 % at concurrency 32 in `make bench-api`); with 10,000, ~0.05 ms.
-# Cyclic garbage waits longer to be freed: at most ~10,000 objects' worth, a few MB.
-GC_YOUNG_THRESHOLD = 10_000
+# generation's survivors are the runs in flight, which every collection walks again: with the
+# default, collections cost ~0.5 ms of CPU per LangGraph API run (8 % at concurrency 32 in
+# `make bench-api`); with 10,000, 146 µs; with 50,000, 10 µs (`scripts/profile_run.py`, 1,920
+# runs, one collection of ~25 ms every ~1,000 runs). Cyclic garbage waits longer to be freed:
+# ~25,000 objects found per collection, +7 MB of peak RSS at concurrency 32.
+GC_YOUNG_THRESHOLD = 50_000
 
 
 def settle_the_heap() -> None:
