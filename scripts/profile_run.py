@@ -541,7 +541,7 @@ async def one_pass(
             figures = signal_window(tree, signal.SIGUSR2)
             assert figures is not None
             window.trips, window.server_cpu = figures["trips"], figures["cpu"]
-            window.timeline, window.gc_pauses = figures.get("timeline"), figures.get("gc", float("nan"))
+            window.timeline, window.gc_pauses = figures["timeline"], figures["gc"]
             if mode == "profile":
                 assert tree.control is not None
                 window.profile = pstats.Stats(str(tree.control / "window.pstats"))
