@@ -46,7 +46,7 @@ every process it starts is stopped on exit.
 
     .venv/bin/python scripts/bench_api.py [--levels 1,8,32] [--runs 300] [--seconds 30]
         [--servers threadline,floor,seed,langgraph-dev,aegra] [--workloads refunds,chat]
-        [--turns 30] [--rounds 1] [--replicas 1] [--stateless]
+        [--turns 30] [--rounds 1] [--replicas 1] [--stateless] [--durability sync|async|exit]
 """
 
 from __future__ import annotations
@@ -412,6 +412,7 @@ async def measure(clients: list, served: Served, work: Workload, concurrency: in
     or time; the server's CPU is read around the measured window only (not the warm-up)."""
     level = Level(served.name, work.name, concurrency)
     mine = [clients[i % len(clients)] for i in range(concurrency)]
+    durability = {"durability": args.durability} if args.durability else {}
 
     async def new_thread(client) -> str | None:  # type: ignore[no-untyped-def]
         return None if args.stateless else (await client.threads.create())["thread_id"]
@@ -419,7 +420,7 @@ async def measure(clients: list, served: Served, work: Workload, concurrency: in
     async def run(client, thread: str | None, turn: int, measured: bool) -> None:  # type: ignore[no-untyped-def]
         started = time.perf_counter()
         try:
-            result = await client.runs.wait(thread, work.graph, input=work.input)
+            result = await client.runs.wait(thread, work.graph, input=work.input, **durability)
             work.check(result, turn if thread is not None else 1)
         except Exception as exc:  # counted and shown; the benchmark goes on
             level.errors += measured
@@ -631,6 +632,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=30, help="runs per thread of the chat")
     parser.add_argument("--rounds", type=int, default=1, help="times through the servers (medians)")
     parser.add_argument("--replicas", type=int, default=1, help="threadline replicas on its one Redis")
+    parser.add_argument(
+        "--durability",
+        choices=("sync", "async", "exit"),
+        help="every run's durability (default: the server's own: threadline's sync, LangGraph's async)",
+    )
     parser.add_argument(
         "--stateless", action="store_true", help="runs.wait(None, …) instead of a thread per worker"
     )

@@ -13,7 +13,8 @@ Every graph of the ``langgraph.json`` is served, by its id as the assistant id.
 It serves the part of the LangGraph API the benchmark drives (``langgraph-sdk``'s
 ``threads.create`` and ``runs.wait``): ``POST /threads``, ``POST /threads/{id}/runs/wait``,
 ``POST /runs/wait`` (a thread of its own), ``GET /ok``. A run's answer is its final values as
-JSON, messages by their ``model_dump``, as langgraph-api answers.
+JSON, messages by their ``model_dump``, as langgraph-api answers. A run's ``durability`` goes to
+``ainvoke`` (none: LangGraph's default, ``"async"``, as on langgraph-api).
 
     python scripts/bench_floor.py --config langgraph.json --port 8123 [--saver memory]
         [--redis-url redis://127.0.0.1:6379/0]
@@ -104,7 +105,8 @@ def create_app(config: Path, kind: str, redis_url: str | None) -> FastAPI:
         graph = served.get(body.get("assistant_id"))
         if graph is None:
             return Response(b'{"detail":"no such assistant"}', status_code=404, media_type=JSON)
-        values = await graph.ainvoke(body.get("input"), {"configurable": {"thread_id": thread_id}})
+        config = {"configurable": {"thread_id": thread_id}}
+        values = await graph.ainvoke(body.get("input"), config, durability=body.get("durability"))
         return Response(dumps(values), media_type=JSON)
 
     @app.post("/threads/{thread_id}/runs/wait")

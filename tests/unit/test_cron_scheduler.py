@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from threadline.api.langgraph.bodies import CronCreate
 from threadline.runs.cron_records import LocalCronRecords
 from threadline.runs.crons import Crons, CronScheduler, next_tick, run_payload, tick_ids
 from threadline.runs.errors import Invalid, NotFound
@@ -201,3 +202,17 @@ async def test_a_thread_cron_whose_thread_is_gone_goes_with_it(setup) -> None:
     clock.now += 1
     assert await CronScheduler(crons, thread_gone, interval=1, claim_seconds=5, clock=clock).run_once() == 0
     assert await crons.search("alice") == [] and await crons.stored(cron["cron_id"]) is None
+
+
+@pytest.mark.parametrize(
+    ("sent", "durability"),
+    [({}, None), ({"checkpoint_during": False}, "exit"), ({"checkpoint_during": True}, "async"),
+     ({"checkpoint_during": False, "durability": "sync"}, "sync")],
+)  # fmt: skip
+def test_a_crons_runs_keep_its_durability_and_its_older_name_checkpoint_during(
+    sent: dict[str, Any], durability: str | None
+) -> None:
+    body = CronCreate.model_validate({"assistant_id": "chat", "schedule": "* * * * *", **sent})
+    fields = body.fields()
+    assert "checkpoint_during" not in fields
+    assert run_payload({"payload": fields}).get("durability") == durability

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -263,7 +263,22 @@ def checked_config(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
-class RunCreate(_Body):
+class _Durable(_Body):
+    """A run's durability (threadline's default, None, is ``"sync"``: ADR 0002)."""
+
+    durability: Literal["sync", "async", "exit"] | None = None
+    # The SDKs' older name, deprecated there: read as langgraph-api reads it when no durability
+    # is given (true is "async", false "exit"), and not kept.
+    checkpoint_during: bool | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _checkpoint_during(self) -> Self:
+        if self.durability is None and self.checkpoint_during is not None:
+            self.durability = "async" if self.checkpoint_during else "exit"
+        return self
+
+
+class RunCreate(_Durable):
     assistant_id: str = Field(min_length=1, max_length=128)
     input: Any = None
     command: CommandIn | None = None
@@ -281,7 +296,6 @@ class RunCreate(_Body):
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] = "continue"
     on_completion: Literal["delete", "keep"] | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
     webhook: WebhookUrl | None = None
     after_seconds: float | None = Field(
         default=None,
@@ -375,7 +389,7 @@ CronField = Literal[
 ]  # fmt: skip
 
 
-class _CronRun(_Body):
+class _CronRun(_Durable):
     """The run fields of a cron, checked as a run's (the same types, the same refusals)."""
 
     input: Any = None
@@ -387,8 +401,6 @@ class _CronRun(_Body):
     stream_resumable: bool | None = None
     interrupt_before: Literal["*"] | list[str] | None = None
     interrupt_after: Literal["*"] | list[str] | None = None
-    durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_during: bool | None = None
     webhook: WebhookUrl | None = None
     timezone: str | None = Field(default=None, max_length=64)
 
