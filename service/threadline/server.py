@@ -56,9 +56,13 @@ class DrainingServer(uvicorn.Server):
 class HeaderLimitedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline and a byte cap on each request's headers.
 
-    The deadline runs from the connection's start, and again from the end of each response,
-    until the next request's headers are complete; the bytes counted are those that arrived
-    before the headers were complete.
+    The deadline runs from the connection's start for its first request, and from the first
+    bytes of each later one, until that request's headers are complete; the bytes counted are
+    those that arrived before. Between a response and the next request's first bytes the idle
+    connection is uvicorn's keep-alive timeout's (``HTTP_KEEPALIVE_SECONDS``): had the deadline
+    run from the response, it would cut an idle connection with an unsolicited 408 at
+    ``HTTP_HEADER_TIMEOUT_SECONDS`` however long the keep-alive, and a proxy reusing it then
+    would get that 408 as the answer to its request.
     """
 
     header_timeout: float = 10.0
@@ -71,14 +75,15 @@ class HeaderLimitedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def, override]
         super().connection_made(transport)
-        self._awaiting_headers = False
         self._header_timer: asyncio.TimerHandle | None = None
         self._await_headers()
+        self._start_header_timer()
 
     def _await_headers(self) -> None:
         self._awaiting_headers = True
         self._header_bytes = 0
-        self._stop_header_timer()
+
+    def _start_header_timer(self) -> None:
         self._header_timer = self.loop.call_later(self.header_timeout, self._refuse, self._TIMED_OUT)
 
     def _stop_header_timer(self) -> None:
@@ -94,6 +99,8 @@ class HeaderLimitedProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         awaiting = self._awaiting_headers
+        if awaiting and self._header_timer is None:  # a kept-alive connection's next request
+            self._start_header_timer()
         super().data_received(data)
         if awaiting and self._awaiting_headers:  # this chunk did not complete the headers
             self._header_bytes += len(data)

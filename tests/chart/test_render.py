@@ -211,6 +211,19 @@ def test_termination_grace_follows_values() -> None:
     assert one(docs, "ConfigMap")["data"]["DRAIN_SECONDS"] == "45"
 
 
+# The idle timeout of the upstream connections that ingress-nginx (`upstream-keepalive-timeout`)
+# and AWS's ALB keep open to reuse.
+PROXY_IDLE_SECONDS = 60
+
+
+def test_pods_keep_idle_connections_longer_than_the_proxy_in_front() -> None:
+    """A pod closing an idle connection just as the proxy reuses it is a 502 for that request:
+    the chart's keep-alive outlasts the common proxies' idle timeout, and a value sets it."""
+    assert int(one(rendered(None), "ConfigMap")["data"]["HTTP_KEEPALIVE_SECONDS"]) > PROXY_IDLE_SECONDS
+    docs = helm_template(sets=["config.httpKeepaliveSeconds=620"])
+    assert one(docs, "ConfigMap")["data"]["HTTP_KEEPALIVE_SECONDS"] == "620"
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=ids)
 def test_security_context(config: str | None) -> None:
     docs = rendered(config)

@@ -8,6 +8,7 @@ machine makes them slower, never wrong.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -33,6 +34,7 @@ def replica(request, redis_server, tmp_path_factory):
         HTTP_HEADER_TIMEOUT_SECONDS="1",
         HTTP_BODY_TIMEOUT_SECONDS="1",
         HTTP_MAX_HEADER_BYTES="8192",
+        HTTP_KEEPALIVE_SECONDS="3",
     )
     if request.param == "custom-auth":
         env |= example_env(str(Issuer(tmp_path_factory.mktemp("idp")).jwks_file))
@@ -155,6 +157,57 @@ def test_keep_alive_requests_on_one_connection_still_work(replica):
         for _ in range(3):
             assert http.post("/v1/threads").status_code == 201
             time.sleep(0.3)  # idle between requests: the 1 s header deadline is per request
+
+
+LIVEZ = b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def _one_response(sock) -> bytes:
+    """The response to one request on a kept-alive connection (``/livez``: headers and a small
+    body), leaving the connection open."""
+    sock.settimeout(15)
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < length and (chunk := sock.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_an_idle_kept_alive_connection_lasts_its_keep_alive_not_the_header_deadline(replica):
+    """Idle between requests for 2 s, past the 1 s header deadline but within the 3 s keep-alive:
+    the next request on the connection is answered. A proxy in front keeps idle connections to
+    reuse them, and one cut with an unsolicited 408 would hand that 408 to its next request."""
+    sock = connect(replica.port)
+    sock.sendall(LIVEZ)
+    assert status_of(_one_response(sock)) == 200
+    time.sleep(2)
+    sock.sendall(LIVEZ)
+    assert status_of(_one_response(sock)) == 200
+    sock.close()
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_its_keep_alive_without_a_response(replica):
+    sock = connect(replica.port)
+    sock.sendall(LIVEZ)
+    assert status_of(_one_response(sock)) == 200
+    started = time.monotonic()
+    assert read_response(sock) == b""  # closed, nothing unsolicited
+    assert time.monotonic() - started > 1.5  # by the keep-alive (3 s), not the header deadline (1 s)
+
+
+def test_the_next_requests_headers_on_a_kept_alive_connection_have_the_deadline(replica):
+    """The header deadline runs again from the next request's first bytes."""
+    sock = connect(replica.port)
+    sock.sendall(LIVEZ)
+    assert status_of(_one_response(sock)) == 200
+    time.sleep(0.5)
+    sock.sendall(b"GET /livez HTTP/1.1\r\nHost: t\r\nX-Filler: ")
+    started = time.monotonic()
+    assert status_of(read_response(sock)) == 408
+    assert time.monotonic() - started < 12
 
 
 def test_connections_past_the_limit_get_503(redis_server, start_replica):
