@@ -8,7 +8,7 @@ machine makes them slower, never wrong.
 
 from __future__ import annotations
 
-import re
+import http.client
 import threading
 import time
 
@@ -159,40 +159,34 @@ def test_keep_alive_requests_on_one_connection_still_work(replica):
             time.sleep(0.3)  # idle between requests: the 1 s header deadline is per request
 
 
-LIVEZ = b"GET /livez HTTP/1.1\r\nHost: t\r\n\r\n"
+def _kept_alive(replica: ServiceProcess) -> http.client.HTTPConnection:
+    """A connection with one request answered on it, kept alive."""
+    conn = http.client.HTTPConnection("127.0.0.1", replica.port, timeout=15)
+    _livez(conn)
+    return conn
 
 
-def _one_response(sock) -> bytes:
-    """The response to one request on a kept-alive connection (``/livez``: headers and a small
-    body), leaving the connection open."""
-    sock.settimeout(15)
-    data = b""
-    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-    while len(body) < length and (chunk := sock.recv(65536)):
-        body += chunk
-    return head + b"\r\n\r\n" + body
+def _livez(conn: http.client.HTTPConnection) -> None:
+    conn.request("GET", "/livez")
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200
 
 
 def test_an_idle_kept_alive_connection_lasts_its_keep_alive_not_the_header_deadline(replica):
     """Idle between requests for 2 s, past the 1 s header deadline but within the 3 s keep-alive:
     the next request on the connection is answered. A proxy in front keeps idle connections to
     reuse them, and one cut with an unsolicited 408 would hand that 408 to its next request."""
-    sock = connect(replica.port)
-    sock.sendall(LIVEZ)
-    assert status_of(_one_response(sock)) == 200
+    conn = _kept_alive(replica)
+    sock = conn.sock
     time.sleep(2)
-    sock.sendall(LIVEZ)
-    assert status_of(_one_response(sock)) == 200
-    sock.close()
+    _livez(conn)
+    assert conn.sock is sock  # the same connection, not a new one
+    conn.close()
 
 
 def test_an_idle_kept_alive_connection_is_closed_after_its_keep_alive_without_a_response(replica):
-    sock = connect(replica.port)
-    sock.sendall(LIVEZ)
-    assert status_of(_one_response(sock)) == 200
+    sock = _kept_alive(replica).sock
     started = time.monotonic()
     assert read_response(sock) == b""  # closed, nothing unsolicited
     assert time.monotonic() - started > 1.5  # by the keep-alive (3 s), not the header deadline (1 s)
@@ -200,9 +194,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_its_keep_alive_without_a_
 
 def test_the_next_requests_headers_on_a_kept_alive_connection_have_the_deadline(replica):
     """The header deadline runs again from the next request's first bytes."""
-    sock = connect(replica.port)
-    sock.sendall(LIVEZ)
-    assert status_of(_one_response(sock)) == 200
+    sock = _kept_alive(replica).sock
     time.sleep(0.5)
     sock.sendall(b"GET /livez HTTP/1.1\r\nHost: t\r\nX-Filler: ")
     started = time.monotonic()
