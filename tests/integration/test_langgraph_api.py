@@ -94,7 +94,10 @@ async def test_threads_create_get_update_search_count_delete(pair: Pair) -> None
 
     patched = await b.threads.update(thread["thread_id"], metadata={"kind": "z"})
     assert patched["metadata"] == {"tag": tag, "kind": "z"}
+    # Last changed first, as langgraph-api lists them: the patch moved `thread` ahead.
     found = await a.threads.search(metadata={"tag": tag})
+    assert [t["thread_id"] for t in found] == [thread["thread_id"], mine["thread_id"]]
+    found = await a.threads.search(metadata={"tag": tag}, sort_by="created_at")
     assert [t["thread_id"] for t in found] == [mine["thread_id"], thread["thread_id"]]
     assert [t["thread_id"] for t in await a.threads.search(metadata={"tag": tag, "kind": "z"})] == [
         thread["thread_id"]
@@ -489,7 +492,7 @@ async def test_bad_input_is_a_clear_4xx_and_changes_nothing(pair: Pair) -> None:
         ("POST", "/threads", {"metadata": {"tag": tag}, "supersteps": [{"updates": []}]}, 422, "supersteps"),
         ("POST", "/threads", {"thread_id": "has spaces", "metadata": {"tag": tag}}, 422, "thread_id"),
         ("POST", "/threads/search", {"status": "sleeping"}, 422, "status"),
-        ("POST", f"/threads/{tid}/state", {"values": {"answer": "x"}, "as_node": "nope"}, 422, "as_node"),
+        ("POST", f"/threads/{tid}/state", {"values": {"answer": "x"}, "as_node": "nope"}, 400, "as_node"),
         ("POST", f"/threads/{tid}/state", {"values": ["not", "a", "dict"]}, 422, "values"),
         ("GET", f"/threads/{tid}/state/{uuid.uuid4()}", None, 404, "checkpoint"),
         ("GET", "/threads/not%20an%20id", None, 422, "thread"),

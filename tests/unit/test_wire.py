@@ -293,15 +293,10 @@ def test_a_config_without_a_checkpoint_id_names_no_checkpoint(config: Any) -> No
     assert wire.checkpoint_of(config) is None
 
 
-def test_checkpoint_of_fills_the_apis_defaults() -> None:
+def test_checkpoint_of_is_the_configs_checkpoint_as_langgraph_api_shows_it() -> None:
     assert wire.checkpoint_of(
         {"configurable": {"thread_id": "t", "checkpoint_id": "c", "checkpoint_ns": None}}
-    ) == {
-        "thread_id": "t",
-        "checkpoint_ns": "",
-        "checkpoint_id": "c",
-        "checkpoint_map": {},
-    }
+    ) == {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}  # a root's: no checkpoint_map
     full = {"thread_id": "t", "checkpoint_ns": "child:1", "checkpoint_id": "c", "checkpoint_map": {"": "p"}}
     assert wire.checkpoint_of({"configurable": {**full, "other": 1}}) == full
 
@@ -346,7 +341,6 @@ def test_an_interrupted_snapshot_as_thread_state() -> None:
         "thread_id": "one",
         "checkpoint_ns": "",
         "checkpoint_id": state.config["configurable"]["checkpoint_id"],
-        "checkpoint_map": {},
     }
     assert body["checkpoint_id"] == state.config["configurable"]["checkpoint_id"]
     assert body["parent_checkpoint_id"] == state.parent_config["configurable"]["checkpoint_id"]
@@ -354,6 +348,21 @@ def test_an_interrupted_snapshot_as_thread_state() -> None:
     assert body["metadata"]["step"] == state.metadata["step"] and body["created_at"] == state.created_at
     assert wire.interrupts_by_task(state) == {by_name["ask"]["id"]: [expected_interrupt]}
     assert round_trip(body) == body, "the body is JSON as it is"
+
+
+def test_an_interrupt_shows_the_schema_it_is_resumed_with_when_the_graph_gave_one() -> None:
+    schema = {"type": "object", "properties": {"approve": {"type": "boolean"}}}
+
+    def approve(state: State) -> dict[str, Any]:
+        return {"log": [str(interrupt({"question": "ok?"}, response_schema=schema))]}
+
+    g = graph_of(InMemorySaver(), approve=approve, ask=ask)
+    config = {"configurable": {"thread_id": "schemas"}}
+    g.invoke({"log": []}, config)
+    body = wire.snapshot_dict(g.get_state(config))
+    by_question = {i["value"]["question"]: i for i in body["interrupts"]}
+    assert by_question["ok?"]["response_schema"] == schema
+    assert "response_schema" not in by_question["name?"], "none given: none shown, as langgraph-api"
 
 
 def test_a_fresh_thread_has_an_empty_state() -> None:

@@ -121,7 +121,7 @@ def values_result(state: Any) -> bytes:
     values = state.values
     result = dict(values) if isinstance(values, dict) else {"__root__": values}
     if state.interrupts:
-        result["__interrupt__"] = [wire.interrupt_dict(i) for i in state.interrupts]
+        result["__interrupt__"] = list(state.interrupts)  # whole, as langgraph-api's answer
     return wire.dumps(result)
 
 
@@ -309,7 +309,7 @@ async def _stream_run(
         values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
     result = dict(values) if isinstance(values, dict) else {"__root__": values}
     if interrupts:
-        result["__interrupt__"] = [wire.interrupt_dict(i) for i in interrupts]
+        result["__interrupt__"] = list(interrupts)  # whole, as langgraph-api's answer
     return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
 
 

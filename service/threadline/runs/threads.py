@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -40,6 +40,15 @@ RUN_STORED_FIELDS = ("input", "command", "config", "context", "metadata")
 # Threads a replica remembers for the runs on them (Threads.known): the most recently run,
 # ~300 bytes each.
 KNOWN_THREADS = 10_000
+
+
+class ThreadPage(NamedTuple):
+    """A page of a thread search: its threads (each read when iterated), how many, and the
+    offset of the next page (None: this is the last)."""
+
+    threads: AsyncIterator[dict[str, Any]]
+    size: int
+    next_offset: int | None
 
 
 class Threads:
@@ -208,7 +217,7 @@ class Threads:
         ttl: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Merge ``metadata`` into the thread's; ``ttl`` (when given) replaces its TTL, counted
-        from now.
+        from now. The thread's ``updated_at`` is now, whatever changed.
 
         Raises:
             Invalid: ``ttl`` strategy ``keep_latest`` on a checkpointer that cannot prune.
@@ -222,8 +231,8 @@ class Threads:
             await self.count_bytes(principal, thread_id, metadata)
             record.metadata.update(metadata)
             fields["metadata"] = record.metadata
-        if fields:
-            await self.records.update_thread(thread_id, **fields)
+        # Always a write: a patch is a change of the thread (its updated_at), as on langgraph-api.
+        await self.records.update_thread(thread_id, **fields)
         return await self.get(principal, thread_id)
 
     async def delete(self, principal: str, thread_id: str) -> None:
@@ -286,27 +295,52 @@ class Threads:
         status: str | None = None,
         limit: int = 10,
         offset: int = 0,
-        sort_by: str = "created_at",
-        sort_order: str = "desc",
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The principal's threads that match every filter (never another principal's), one
-        at a time: a search holds one thread's state at once, however many match (issue 18:
-        ``limit=1000`` over 41 threads added 314 MB)."""
-        found = await self._filtered(principal, metadata, ids, status)
-        found.sort(key=lambda r: getattr(r, sort_by), reverse=sort_order == "desc")
-        return self._page(found, values, limit, offset)
+        sort_by: str | None = None,
+        sort_order: str | None = None,
+    ) -> ThreadPage:
+        """The principal's threads that match every filter (never another principal's), a
+        page of them read one at a time: a search holds one thread's state at once, however
+        many match (issue 18: ``limit=1000`` over 41 threads added 314 MB).
 
-    async def _page(
-        self, found: list[ThreadRecord], values: dict[str, Any] | None, limit: int, offset: int
-    ) -> AsyncIterator[dict[str, Any]]:
-        async for record, state in self._matching(found, values):
-            if offset:
-                offset -= 1
-                continue
-            if not limit:
-                return
-            limit -= 1
-            yield await self.as_dict(record, state)
+        Sorted as langgraph-api sorts: by ``updated_at``, newest first, unless told otherwise
+        (an agent UI's thread list puts the conversation last continued on top), threads of
+        equal keys in the order they were made, whichever the direction (so pages do not
+        overlap). A ``values`` filter reads the states of the threads up to one past the page
+        (to know whether there is a next one), and those on the page again when it is sent.
+        """
+        found = await self._sorted(
+            await self._filtered(principal, metadata, ids, status),
+            sort_by or "updated_at",
+            sort_order or "desc",
+        )
+        if values:
+            matched = []
+            async with contextlib.aclosing(self._matching(found, values)) as matching:
+                async for record, _ in matching:
+                    matched.append(record)
+                    if len(matched) > offset + limit:
+                        break
+            found = matched
+        page = found[offset : offset + limit]
+        next_offset = offset + limit if len(found) > offset + limit else None
+        return ThreadPage((await self.as_dict(record) for record in page), len(page), next_offset)
+
+    async def _sorted(self, found: list[ThreadRecord], sort_by: str, sort_order: str) -> list[ThreadRecord]:
+        found.sort(key=lambda r: (r.created_at, r.thread_id))
+        if sort_by == "state_updated_at":
+            # When each thread's state last changed: one checkpoint read a thread, as a
+            # ``values`` filter reads (at most QUOTA_THREADS_PER_PRINCIPAL).
+            keys = {r.thread_id: await self._state_updated_at(r) for r in found}
+            found.sort(key=lambda r: keys[r.thread_id], reverse=sort_order == "desc")
+        else:
+            found.sort(key=lambda r: getattr(r, sort_by), reverse=sort_order == "desc")
+        return found
+
+    async def _state_updated_at(self, record: ThreadRecord) -> str:
+        """When the thread's latest checkpoint was written (its creation before any): its
+        ``state_updated_at``."""
+        latest = await self.checkpointer.aget_tuple(thread_config(record.thread_id))
+        return latest.checkpoint["ts"] if latest is not None else record.created_at
 
     async def _matching(
         self, found: list[ThreadRecord], values: dict[str, Any] | None
@@ -413,7 +447,7 @@ class Threads:
         if state is None:
             if checkpoint and checkpoint.get("checkpoint_id"):
                 raise NotFound("checkpoint")
-            return _empty_state(thread_id)
+            return _empty_state()
         return wire.snapshot_dict(state)
 
     async def update_state(
@@ -440,8 +474,9 @@ class Threads:
             )
         graph = self.assistant_of(record).graph
         if as_node is not None and as_node not in graph.nodes:
-            raise Invalid(
-                f"as_node: {as_node!r} is not a node of graph {self.assistant_of(record).graph_id!r}"
+            raise Invalid(  # 400, as langgraph-api answers it (and a superstep's)
+                f"as_node: {as_node!r} is not a node of graph {self.assistant_of(record).graph_id!r}",
+                status=400,
             )
         if checkpoint and checkpoint.get("checkpoint_id") and await self._state(record, checkpoint) is None:
             raise NotFound("checkpoint")
@@ -492,19 +527,15 @@ class Threads:
         return (wire.snapshot_dict(state) async for state in states)
 
 
-def _empty_state(thread_id: str) -> dict[str, Any]:
+def _empty_state() -> dict[str, Any]:
+    """The state of a thread without checkpoints, as langgraph-api answers it."""
     return {
         "values": {},
         "next": [],
         "tasks": [],
-        "metadata": {},
+        "metadata": None,
         "created_at": None,
-        "checkpoint": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": None,
-            "checkpoint_map": {},
-        },
+        "checkpoint": None,
         "parent_checkpoint": None,
         "interrupts": [],
         "checkpoint_id": None,

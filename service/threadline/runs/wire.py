@@ -70,7 +70,12 @@ def stored_error(text: str) -> str:
 
 
 def interrupt_dict(interrupt: Interrupt) -> dict[str, Any]:
-    return {"value": interrupt.value, "id": interrupt.id}
+    """An interrupt of a state or thread, as langgraph-api shows it: its ``response_schema``
+    (what the graph expects to be resumed with) only when the graph gave one."""
+    shown = {"value": interrupt.value, "id": interrupt.id}
+    if (schema := getattr(interrupt, "response_schema", None)) is not None:
+        shown["response_schema"] = schema
+    return shown
 
 
 def checkpoint_of(config: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -78,12 +83,14 @@ def checkpoint_of(config: dict[str, Any] | None) -> dict[str, Any] | None:
     configurable = (config or {}).get("configurable") or {}
     if not configurable.get("checkpoint_id"):
         return None
-    return {
+    checkpoint = {
         "thread_id": configurable.get("thread_id"),
         "checkpoint_ns": configurable.get("checkpoint_ns") or "",
         "checkpoint_id": configurable["checkpoint_id"],
-        "checkpoint_map": configurable.get("checkpoint_map") or {},
     }
+    if "checkpoint_map" in configurable:  # a subgraph's: its parents' checkpoints, as given
+        checkpoint["checkpoint_map"] = configurable["checkpoint_map"]
+    return checkpoint
 
 
 def snapshot_dict(state: StateSnapshot) -> dict[str, Any]:

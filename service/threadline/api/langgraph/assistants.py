@@ -126,9 +126,9 @@ async def delete(
         # The caller's threads made for it (at most QUOTA_THREADS_PER_PRINCIPAL), a page at a time.
         while page := [
             t["thread_id"]
-            async for t in await threads.search(
-                principal, metadata={"assistant_id": assistant_id}, limit=_DELETE_PAGE
-            )
+            async for t in (
+                await threads.search(principal, metadata={"assistant_id": assistant_id}, limit=_DELETE_PAGE)
+            ).threads
         ]:
             for thread_id in page:
                 await threads.delete(principal, thread_id)

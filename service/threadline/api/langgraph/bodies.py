@@ -74,11 +74,15 @@ def page_of(
     ``headers`` (the SDK's ``response_format="object"`` reads ``X-Pagination-Next``)."""
     end = offset + limit
     page = items[offset:end]
-    if end < len(items):
-        headers.update({"X-Pagination-Total": str(end + 1), "X-Pagination-Next": str(end)})
-    else:
-        headers["X-Pagination-Total"] = str(len(page) + offset)
+    headers.update(paging_headers(offset, len(page), end if end < len(items) else None))
     return page
+
+
+def paging_headers(offset: int, size: int, next_offset: int | None) -> dict[str, str]:
+    """langgraph-api's paging headers of a page of ``size`` items at ``offset``."""
+    if next_offset is None:
+        return {"X-Pagination-Total": str(offset + size)}
+    return {"X-Pagination-Total": str(next_offset + 1), "X-Pagination-Next": str(next_offset)}
 
 
 def selected(items: list[dict[str, Any]], select: list[str] | None) -> list[dict[str, Any]]:
@@ -152,8 +156,10 @@ class ThreadSearch(_Body):
     status: ThreadStatus | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
-    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] = "created_at"
-    sort_order: Literal["asc", "desc"] = "desc"
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] | None = Field(
+        default=None, description="`updated_at` when not given"
+    )
+    sort_order: Literal["asc", "desc"] | None = Field(default=None, description="`desc` when not given")
     select: list[ThreadField] | None = None
 
 
@@ -176,7 +182,7 @@ class StateAt(_Body):
 
 
 class HistoryQuery(_Body):
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(default=1, ge=1, le=1000)  # 1, as langgraph-api (the SDKs send 10)
     before: CheckpointIn | None = Field(
         default=None, description="a checkpoint id, a checkpoint, or a config naming a checkpoint_id"
     )

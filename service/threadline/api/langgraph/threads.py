@@ -22,6 +22,7 @@ from threadline.api.langgraph.bodies import (
     ThreadPatch,
     ThreadPrune,
     ThreadSearch,
+    paging_headers,
 )
 from threadline.api.openapi import error_responses
 from threadline.runs import wire
@@ -100,8 +101,10 @@ async def prune(
 async def search(
     body: ThreadSearch, principal: Principal, authorize: Authorize, threads: ThreadsDep
 ) -> Response:
-    found = await threads.search(principal, **await _search_query(authorize, body))
-    return await _json_array(found, body.select)
+    page = await threads.search(principal, **await _search_query(authorize, body))
+    response = await _json_array(page.threads, body.select)
+    response.headers.update(paging_headers(body.offset, page.size, page.next_offset))
+    return response
 
 
 @router.post("/count")
@@ -230,7 +233,7 @@ async def history_get(
     principal: Principal,
     authorize: Authorize,
     threads: ThreadsDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1,  # 1, as langgraph-api answers
     before: str | None = None,
 ) -> Response:
     await authorize("threads", "read", {"thread_id": thread_id})
