@@ -121,7 +121,9 @@ def values_result(state: Any) -> bytes:
     values = state.values
     result = dict(values) if isinstance(values, dict) else {"__root__": values}
     if state.interrupts:
-        result["__interrupt__"] = list(state.interrupts)  # whole, as langgraph-api's answer
+        result["__interrupt__"] = [
+            wire.interrupt_dict(i) for i in state.interrupts
+        ]  # as the state shows them
     return wire.dumps(result)
 
 
@@ -309,7 +311,7 @@ async def _stream_run(
         values, interrupts, paused = emit.last_values, emit.interrupts, emit.paused
     result = dict(values) if isinstance(values, dict) else {"__root__": values}
     if interrupts:
-        result["__interrupt__"] = list(interrupts)  # whole, as langgraph-api's answer
+        result["__interrupt__"] = list(interrupts)  # whole, as langgraph-api answers a run's wait
     return "success", "interrupted" if paused or interrupts else "idle", wire.dumps(result)
 
 
