@@ -121,9 +121,8 @@ def values_result(state: Any) -> bytes:
     values = state.values
     result = dict(values) if isinstance(values, dict) else {"__root__": values}
     if state.interrupts:
-        result["__interrupt__"] = [
-            wire.interrupt_dict(i) for i in state.interrupts
-        ]  # as the state shows them
+        # As the state shows them (a run's own wait answers them whole: _stream_run).
+        result["__interrupt__"] = [wire.interrupt_dict(i) for i in state.interrupts]
     return wire.dumps(result)
 
 
