@@ -16,9 +16,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -116,3 +117,14 @@ def stop_process_group(proc: subprocess.Popen) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# langgraph-api's paging headers, compared beside the body.
+PAGING = ("x-pagination-total", "x-pagination-next")
+
+
+def answer_of(response: httpx.Response, comparable: Callable[[Any], Any]) -> tuple[int, Any, dict[str, str]]:
+    """What an oracle test compares of an answer: its status, its body made ``comparable`` (on
+    success only: error texts differ on purpose) and its paging headers."""
+    body = comparable(response.json()) if response.is_success and response.content else None
+    return response.status_code, body, {h: response.headers[h] for h in PAGING if h in response.headers}

@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from client import API_KEY
-from reference import graphs_config, langgraph_dev
+from reference import answer_of, graphs_config, langgraph_dev
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,6 @@ GRAPHS = {"steps": f"{GRAPHS_DIR}/steps.py:graph"}
 ENV = {"LANGGRAPH_CONFIG": str(GRAPHS_DIR / "langgraph.json")}
 SEEDS = (1, 2, 3)
 OPERATIONS = 300
-PAGING = ("x-pagination-total", "x-pagination-next")
 # Made by each server for itself.
 UNCOMPARED = {
     "created_at",
@@ -170,12 +169,6 @@ def _comparable(value: Any) -> Any:
     return {k: _comparable(v) for k, v in value.items() if k not in UNCOMPARED}
 
 
-def _answer(response: httpx.Response) -> tuple[int, Any, dict[str, str]]:
-    """Status, body (success only: error texts differ on purpose), paging headers."""
-    body = _comparable(response.json()) if response.is_success and response.content else None
-    return response.status_code, body, {h: response.headers[h] for h in PAGING if h in response.headers}
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     with langgraph_dev(graphs_config(tmp_path_factory.mktemp("reference"), GRAPHS)) as served:
@@ -201,5 +194,5 @@ def test_thread_operations_answer_as_the_reference(reference, replicas_on, backe
         method, path, body = operations.next()
         answered = theirs.request(method, path, json=body)
         operations.answered(path, answered)
-        got = _answer(ours[n % len(ours)].request(method, path, json=body))
-        assert got == _answer(answered), f"operation {n}: {method} {path} {body}"
+        got = answer_of(ours[n % len(ours)].request(method, path, json=body), _comparable)
+        assert got == answer_of(answered, _comparable), f"operation {n}: {method} {path} {body}"
