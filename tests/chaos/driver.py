@@ -449,7 +449,8 @@ def judge(
     Args:
         records: the client's conversations.
         server_threads: ``thread_id -> GET body`` (None for a thread that could not be read).
-        turns: turns each conversation was meant to have.
+        turns: turns each conversation was meant to have at least (one driven on past them
+            meant every turn it sent).
         chaos: what was done to the system (kills, pauses, ...), reported in the summary.
         elapsed: wall-clock seconds of the run, reported in the summary.
         events: what the chaos controller did and when; recovery times are split by the
@@ -460,7 +461,7 @@ def judge(
     all_turns = [t for r in records for t in r.turns]
     attempts = [a for t in all_turns for a in t.attempts]
     return Verdict(
-        planned=turns * len(records),
+        planned=sum(max(turns, len(r.turns)) for r in records),
         turns=sum(1 for t in all_turns if t.reply is not None),
         lost=sum(f.lost for f in findings),
         duplicated=sum(f.duplicated for f in findings),
@@ -600,6 +601,7 @@ class Driver:
         self._rng = random.Random(config.seed)
         self._ids = 0
         self._run_tag = uuid.uuid4().hex[:8]
+        self._keep_going: Callable[[], bool] = lambda: False
 
     @property
     def planned(self) -> int:
@@ -797,7 +799,9 @@ class Driver:
     async def _conversation(self, client: httpx.AsyncClient, conv: int) -> None:
         rec = ConversationRecord(thread_id=await self.create_thread(client))
         self.records.append(rec)
-        for index in range(1, self.config.turns + 1):
+        for index in itertools.count(1):
+            if index > self.config.turns and not self._keep_going():
+                break
             mid, content = self._next_message(conv, index)
             expected = expected_reply(index, rec.history(index), content)
             turn = TurnRecord(index=index, message_id=mid, content=content, expected=expected)
@@ -808,8 +812,11 @@ class Driver:
             if hi > 0:
                 await asyncio.sleep(self._rng.uniform(lo, hi))
 
-    async def run(self) -> list[ConversationRecord]:
-        """Run every conversation to its end (or its abort); returns the records."""
+    async def run(self, keep_going: Callable[[], bool] = lambda: False) -> list[ConversationRecord]:
+        """Run every conversation through its ``config.turns`` turns (or to its abort), and on
+        past them for as long as ``keep_going()`` says (a chaos plan still under way: faster
+        turns must not end the traffic before the chaos does); returns the records."""
+        self._keep_going = keep_going
         self.started = time.monotonic()
         limits = httpx.Limits(
             max_connections=4 * self.config.conversations + 8,

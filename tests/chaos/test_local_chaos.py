@@ -153,7 +153,7 @@ async def test_conversations_survive_chaos(cluster: LocalCluster) -> None:
     plan = make_plan(SCALE.kills, SCALE.pauses, SCALE.terms, SCALE.redis_restarts, seed=None)
     chaos = asyncio.create_task(monkey.run(plan))
     try:
-        await driver.run()
+        await driver.run(keep_going=lambda: not chaos.done())
         await asyncio.wait_for(chaos, timeout=120)
     finally:
         if not chaos.done():

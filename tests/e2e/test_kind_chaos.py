@@ -283,7 +283,7 @@ async def test_force_deleted_pods_keep_every_conversation(cluster: Any, api_key:
         asyncio.create_task(chaos.scaler()),
     ]
     try:
-        await driver.run()
+        await driver.run(keep_going=lambda: not all(task.done() for task in tasks))
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=120)
     finally:
         for task in tasks:
@@ -320,7 +320,7 @@ async def test_force_deleted_pods_keep_every_run_through_the_sdk(cluster: Any, a
         asyncio.create_task(chaos.scaler()),
     ]
     try:
-        await driver.run()
+        await driver.run(keep_going=lambda: not all(task.done() for task in tasks))
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=120)
     finally:
         for task in tasks:

@@ -77,6 +77,16 @@ def test_turns_never_sent_are_lost() -> None:
     assert not verdict.ok and verdict.turns == 3 and verdict.planned == 5
 
 
+def test_turns_driven_on_past_the_plan_are_planned_too() -> None:
+    # A conversation kept going while the chaos plan ran (Driver.run's keep_going): every
+    # turn it sent counts, and one of them left unanswered fails the verdict.
+    rec, server = simulate(CONTENTS)
+    verdict = judge([rec], {rec.thread_id: server}, 3)
+    assert verdict.ok and verdict.turns == verdict.planned == 5
+    rec.turns[-1].reply = None
+    assert not judge([rec], {rec.thread_id: server}, 3).ok
+
+
 def test_duplicated_reply_with_a_new_id() -> None:
     rec, server = simulate(CONTENTS)
     copy_ = dict(server["messages"][3], id="r2-again")
