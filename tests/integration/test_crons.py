@@ -80,7 +80,10 @@ async def test_crud_search_count_select_and_refusals(start) -> None:
     assert datetime.fromisoformat(made["end_time"]) == end and made["next_run_date"].startswith("20")
     # Every replica sees it at once.
     assert await b.http.get(f"/runs/crons/{cid}") == made
-    on_thread = await b.crons.create_for_thread(tid, "nested", schedule=NEVER_SOON, input={"topic": "y"})
+    # With a context: the cron's own cron_id in configurable does not count as the client's.
+    on_thread = await b.crons.create_for_thread(
+        tid, "nested", schedule=NEVER_SOON, input={"topic": "y"}, context={"style": "bold"}
+    )
     assert on_thread["thread_id"] == tid and on_thread["on_run_completed"] is None
 
     found = await a.crons.search()

@@ -566,6 +566,34 @@ async def test_subgraphs_context_breakpoints_and_a_fork_from_a_checkpoint(pair: 
     )
     assert forked["notes"] == ["prepared owls", "plain owls", "done"]
 
+    # A run's config.configurable is its context, as on langgraph-api; both at once is a 400.
+    styled = await client.runs.wait(
+        None, "nested", input={"topic": "x"}, config={"configurable": {"style": "bold"}}
+    )
+    assert styled["notes"] == ["prepared x", "bold x", "done"]
+    with pytest.raises(httpx.HTTPStatusError, match="400"):  # runs.wait raises httpx's own
+        await client.runs.wait(
+            None,
+            "nested",
+            input={"topic": "x"},
+            config={"configurable": {"style": "a"}},
+            context={"style": "b"},
+        )
+
+
+async def test_deleting_a_run_deletes_what_it_checkpointed(pair: Pair) -> None:
+    client = pair.client()
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "nested", input={"topic": "owls"})
+    second = await client.runs.create(tid, "nested", input={"topic": "bats"})
+    await client.runs.join(tid, second["run_id"])
+    await pair.client("b").runs.delete(tid, second["run_id"])
+    # As on langgraph-api: the thread is as the first run left it.
+    state = await client.threads.get_state(tid)
+    assert state["values"]["notes"] == ["prepared owls", "plain owls", "done"]
+    history = await client.threads.get_history(tid, limit=20)
+    assert {h["metadata"]["run_id"] for h in history} == {(await client.runs.list(tid))[0]["run_id"]}
+
 
 async def test_events_debug_and_messages_stream_modes(pair: Pair) -> None:
     client = pair.client()

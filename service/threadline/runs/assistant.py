@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from threadline.agent.factories import AccessContext, GraphFactory, server_runtime
+from threadline.runs.errors import Invalid
 
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 # What built-in assistants carry as metadata, which custom auth filters read.
@@ -23,6 +24,21 @@ SYSTEM_METADATA = {"created_by": "system"}
 # n-th graph of langgraph.json is n seconds past it, so built-ins sort by time in the order
 # langgraph-api gives them (it makes them at start-up, one after another).
 BUILTIN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def synced(
+    config: dict[str, Any], context: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Config and context kept in step, as langgraph-api keeps them for an assistant and a
+    run: ``configurable`` is the context. Raises Invalid (400, as there) when both are given."""
+    config = dict(config)
+    if config.get("configurable") and context:
+        raise Invalid("config.configurable and context: give context alone (LangGraph 0.6+)", 400)
+    if config.get("configurable"):
+        context = dict(config["configurable"])
+    elif context:
+        config["configurable"] = dict(context)
+    return config, context
 
 
 def assistant_id_of(graph_id: str) -> str:
@@ -78,16 +94,15 @@ class Assistant:
         return {**self.config, "configurable": configurable}
 
     def applied(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """A run's kwargs with this assistant's config and context under the run's own (a
+        """A run's kwargs as its graph gets them: the run's config and context in step
+        (:func:`synced`; a run that gave both was refused), this assistant's under them (a
         shallow merge, and of ``configurable``, as langgraph-api merges them)."""
-        if not self.config and not self.context:
-            return kwargs
-        config = dict(kwargs.get("config") or {})
+        config, context = synced(kwargs.get("config") or {}, kwargs.get("context"))
         configurable = {**(self.config.get("configurable") or {}), **(config.get("configurable") or {})}
         return {
             **kwargs,
             "config": {**self.config, **config, "configurable": configurable},
-            "context": {**self.context, **(kwargs.get("context") or {})},
+            "context": {**self.context, **(context or {})},
         }
 
     def as_dict(self) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from threadline import access
 from threadline.access import Filters
 from threadline.agent.factories import GraphFactory
 from threadline.quotas import ASSISTANT_BYTES, ASSISTANTS, QuotaExceeded
-from threadline.runs.assistant import BUILTIN_TIME, Assistant, assistant_id_of
+from threadline.runs.assistant import BUILTIN_TIME, Assistant, assistant_id_of, synced
 from threadline.runs.assistant_records import AssistantRecords, LocalAssistantRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.graph_schemas import graph_drawing, graph_schemas
@@ -247,10 +247,10 @@ class Assistants:
         Raises:
             NotFound, Conflict (a built-in; too many concurrent changes), Invalid.
         """
-        _synced(changes.get("config") or {}, changes.get("context"))  # refused before any read
+        synced(changes.get("config") or {}, changes.get("context"))  # refused before any read
 
         def changed(current: dict[str, Any], last: int) -> tuple[dict[str, Any], int]:
-            config, context = _synced(changes.get("config") or {}, changes.get("context"))
+            config, context = synced(changes.get("config") or {}, changes.get("context"))
             version = {
                 "graph_id": changes.get("graph_id") or current["graph_id"],
                 "config": config or current["config"],
@@ -261,7 +261,7 @@ class Assistants:
                 if changes.get("description") is not None
                 else current["description"],
             }
-            return self._checked(version, synced=True), last + 1
+            return self._checked(version, in_step=True), last + 1
 
         return await self._change(owner, assistant_id, filters, changed)
 
@@ -349,11 +349,11 @@ class Assistants:
 
     # -- records --
 
-    def _checked(self, version: dict[str, Any], synced: bool = False) -> dict[str, Any]:
+    def _checked(self, version: dict[str, Any], in_step: bool = False) -> dict[str, Any]:
         """The versioned fields, config and context in step; raises NotFound (graph), Invalid."""
         self._graph(version["graph_id"])
-        if not synced:
-            version["config"], version["context"] = _synced(
+        if not in_step:
+            version["config"], version["context"] = synced(
                 version.get("config") or {}, version.get("context")
             )
         version["context"] = version["context"] or {}
@@ -405,18 +405,3 @@ class Assistants:
                 ns: graph_schemas(assistant.graph_id, sub)
                 for ns, sub in graph.get_subgraphs(namespace=namespace, recurse=recurse)
             }
-
-
-def _synced(
-    config: dict[str, Any], context: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Config and context kept in step, as langgraph-api keeps them: ``configurable`` is the
-    context. Raises Invalid (400, as there) when both are given."""
-    config = dict(config)
-    if config.get("configurable") and context:
-        raise Invalid("config.configurable and context: give context alone (LangGraph 0.6+)", 400)
-    if config.get("configurable"):
-        context = dict(config["configurable"])
-    elif context:
-        config["configurable"] = dict(context)
-    return config, context

@@ -178,10 +178,10 @@ class Crons:
         cron_id = str(uuid.uuid4())
         payload = {k: v for k, v in body.items() if v is not None}
         payload["assistant_id"] = assistant.assistant_id
+        check_input(assistant, payload)  # before the cron_id: the client's config and context
         config = dict(payload.get("config") or {})
         config["configurable"] = {**(config.get("configurable") or {}), "cron_id": cron_id}
         payload["config"] = config
-        check_input(assistant, payload)
         if auth is not None:
             payload[AUTH_KWARG] = auth
         now = now_iso()

@@ -200,10 +200,11 @@ class Emitter:
             if "messages" in self.requested:
                 await self._legacy_message(*chunk)
         elif mode in self.requested:
+            # An interrupt reaches the client through the modes it asked for (values carry it);
+            # langgraph-api sends one as values on its own only with langgraph <= 1.0.3.
+            if mode == "debug" and chunk.get("type") == "checkpoint" and chunk.get("payload"):
+                chunk = {**chunk, "payload": wire.debug_checkpoint(chunk["payload"])}
             await self(f"{mode}{suffix}", chunk)
-        elif mode == "updates" and isinstance(chunk, dict) and chunk.get("__interrupt__"):
-            # Clients that did not ask for updates still learn of the interrupt (langgraph-api).
-            await self(f"values{suffix}", chunk)
 
     async def _legacy_message(self, message: Any, meta: dict[str, Any]) -> None:
         """``messages`` mode as the SDK's v1 shape: metadata once per message, then the

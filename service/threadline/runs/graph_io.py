@@ -24,7 +24,7 @@ from threadline.custom_auth import graph_configurable
 from threadline.lease import HeldLease, LeaseBusy, TurnLease
 from threadline.retry import store_failures, through_store_failures
 from threadline.runs import wire
-from threadline.runs.assistants import Assistant
+from threadline.runs.assistant import Assistant, synced
 from threadline.runs.errors import Invalid
 from threadline.runs.events import Emitter, EventLog
 from threadline.runs.graph_schemas import input_keys
@@ -42,12 +42,14 @@ STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned
 
 
 def check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
-    """Raises Invalid: input and command together, or input the graph does not take."""
+    """Raises Invalid: input and command together, config.configurable and context together,
+    or input the graph does not take."""
     # interrupt_before/after naming a node the graph lacks are not refused: langgraph-api runs
     # them (the name never matches, so the run does not stop there), and clients rely on it.
     graph_input, command = payload.get("input"), payload.get("command")
     if graph_input is not None and command is not None:
         raise Invalid("send either input or command, not both")
+    synced(payload.get("config") or {}, payload.get("context"))
     if graph_input is None:
         return
     channels = input_keys(assistant.graph)
@@ -149,6 +151,7 @@ def run_config(
         **graph_configurable(kwargs.get(AUTH_KWARG), run.owner),
         "assistant_id": assistant.assistant_id,
         "graph_id": assistant.graph_id,
+        "run_id": run.run_id,  # as langgraph-api passes it (graphs read it there)
     }
     config["configurable"] = configurable
     config["metadata"] = {

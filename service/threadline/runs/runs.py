@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from threadline.access import Filters
+from threadline.checkpoint import delete_for_runs
 from threadline.config import QuotaSettings
 from threadline.lease import TurnLease
 from threadline.quotas import QUEUED_RUNS, QuotaExceeded
@@ -383,11 +384,22 @@ class Runs(Following):
         return cancelled
 
     async def delete(self, principal: str, thread_id: str, run_id: str) -> None:
-        """Raises Conflict: the run is still pending or running (cancel it first)."""
+        """The run and what it checkpointed are gone, as on langgraph-api (where the checkpointer
+        can delete a run's checkpoints: not ``redis-stack``). Under the thread's lease, so no
+        run or turn is half-way through writing the thread.
+
+        Raises:
+            Conflict: the run is still pending or running (cancel it first).
+            LeaseBusy: another run or turn held the thread past the lease wait.
+        """
         run = await self.get(principal, thread_id, run_id)
         if run.status in ACTIVE_RUN_STATUSES:
             raise Conflict("run_active", "the run is pending or running; cancel it first")
-        await self.records.delete_run(thread_id, run_id)
+        checkpointer = self.threads.checkpointer
+        async with self.threads.lease.hold(thread_id):
+            if can_delete_for_runs(checkpointer):
+                await delete_for_runs(checkpointer, thread_id, [run_id])
+            await self.records.delete_run(thread_id, run_id)
 
 
 def _later(iso: str, seconds: float | None) -> str:
@@ -408,4 +420,6 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "kwargs": {
             k: v for k, v in run.kwargs.items() if k not in ("stateless", AUTH_KWARG, ASSISTANT_KWARG)
         },
+        # langgraph-api names the LangSmith project a run traces to; threadline traces nowhere.
+        "langsmith_session_name": None,
     }

@@ -93,6 +93,23 @@ def checkpoint_of(config: dict[str, Any] | None) -> dict[str, Any] | None:
     return checkpoint
 
 
+def debug_checkpoint(payload: dict[str, Any]) -> dict[str, Any]:
+    """A ``debug`` event's checkpoint payload as langgraph-api streams it: its ``checkpoint`` and
+    ``parent_checkpoint`` beside the configs, and each task's ``state`` config as ``checkpoint``."""
+    tasks = [
+        {**{k: v for k, v in task.items() if k != "state"}, "checkpoint": task["state"]["configurable"]}
+        if (task.get("state") or {}).get("configurable")
+        else task
+        for task in payload.get("tasks") or []
+    ]
+    return {
+        **payload,
+        "checkpoint": checkpoint_of(payload.get("config")),
+        "parent_checkpoint": checkpoint_of(payload.get("parent_config")),
+        "tasks": tasks,
+    }
+
+
 def snapshot_dict(state: StateSnapshot) -> dict[str, Any]:
     """A ``StateSnapshot`` as the API's ``ThreadState``."""
     checkpoint = checkpoint_of(state.config)
