@@ -2,9 +2,10 @@
 runs and their joins, streamed runs in every combination of stream modes, waited runs on a
 thread and stateless ones, interrupts and resumes, runs on threads that do not exist with and
 without ``if_not_exists``, listing a thread's runs with every filter and page, getting and
-deleting runs) sent to ``langgraph dev`` and to threadline — two replicas on one Redis, taking
-turns — and every answer compared: status, body (each SSE event in order, for a stream) and
-paging headers.
+deleting runs), on a graph of steps with interrupts and on one with a subgraph, a context and
+breakpoints, sent to ``langgraph dev`` and to threadline — two replicas on one Redis, taking
+turns, and one SQLite replica — and every answer compared: status, body (each SSE event in
+order, for a stream) and paging headers.
 
 Each run ends before the next operation starts (a background run is joined at once), so the
 sequence means one thing on both servers: the reference takes a queued run up within a second,
@@ -13,11 +14,12 @@ held to the reference by test_langgraph_api.py's examples instead.
 
 Not compared, each for its reason:
 
-- times and ids the servers make (``created_at``, checkpoint, run and task ids): their clocks
-  and random sources; a run's own id is compared where it names the run (the run listed, got
-  or deleted is the one both servers made at the same step);
-- a run record's ``metadata`` and ``kwargs``, and checkpoint metadata beyond LangGraph's own
-  ``source`` and ``step``: docs/compatibility.md says how they differ;
+- times and ids the servers make (``created_at``, checkpoint and task ids, a subgraph's task id
+  in its namespace): their clocks and random sources; a run id is compared as the run's place
+  in the sequence (the run listed, got or deleted is the one both servers made at that step);
+- a run record's ``metadata`` and ``kwargs``, checkpoint metadata beyond LangGraph's own
+  ``source`` and ``step``, the keys each server adds to a run's metadata and ``configurable``:
+  docs/compatibility.md says how they differ;
 - error texts: the status and the event's name are compared, the words are each server's own.
 """
 

@@ -200,8 +200,8 @@ class Emitter:
             if "messages" in self.requested:
                 await self._legacy_message(*chunk)
         elif mode in self.requested:
-            # An interrupt reaches the client through the modes it asked for (values carry it);
-            # langgraph-api sends one as values on its own only with langgraph <= 1.0.3.
+            # Only the modes asked for: an interrupt is not sent as values of its own, LangGraph's
+            # values carry it (langgraph-api adds one only with langgraph <= 1.0.3).
             if mode == "debug" and chunk.get("type") == "checkpoint" and chunk.get("payload"):
                 chunk = {**chunk, "payload": wire.debug_checkpoint(chunk["payload"])}
             await self(f"{mode}{suffix}", chunk)

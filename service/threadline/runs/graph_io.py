@@ -49,7 +49,7 @@ def check_input(assistant: Assistant, payload: dict[str, Any]) -> None:
     graph_input, command = payload.get("input"), payload.get("command")
     if graph_input is not None and command is not None:
         raise Invalid("send either input or command, not both")
-    synced(payload.get("config") or {}, payload.get("context"))
+    synced(payload.get("config") or {}, payload.get("context"))  # raises when both are given
     if graph_input is None:
         return
     channels = input_keys(assistant.graph)
