@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +119,11 @@ def stop_process_group(proc: subprocess.Popen) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def seeded_id(rng: random.Random) -> str:
+    """A UUID from a seeded random source: an oracle's sequence names the same ids each run."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
 # langgraph-api's paging headers, compared beside the body.

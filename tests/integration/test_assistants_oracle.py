@@ -17,7 +17,6 @@ right after, which keeps the two in step for the rest of the sequence.
 from __future__ import annotations
 
 import random
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import httpx
 import pytest
 
 from client import API_KEY
-from reference import answer_of, graphs_config, langgraph_dev
+from reference import answer_of, graphs_config, langgraph_dev, seeded_id
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +62,7 @@ class Operations:
         return self._new_id()
 
     def _new_id(self) -> str:
-        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        return seeded_id(self.rng)
 
     def _metadata(self) -> dict[str, Any]:
         r = self.rng

@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from client import API_KEY, parse_sse
-from reference import answer_of, graphs_config, langgraph_dev
+from reference import answer_of, graphs_config, langgraph_dev, seeded_id
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ class Operations:
         self.waiting: set[str] = set()  # threads at an interrupt, as the reference answered
 
     def _new_id(self) -> str:
-        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        return seeded_id(self.rng)
 
     def _thread(self) -> str:
         if self.threads and self.rng.random() < 0.92:

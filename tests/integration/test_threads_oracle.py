@@ -26,7 +26,6 @@ Not compared, each for its reason:
 from __future__ import annotations
 
 import random
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ import httpx
 import pytest
 
 from client import API_KEY
-from reference import answer_of, graphs_config, langgraph_dev
+from reference import answer_of, graphs_config, langgraph_dev, seeded_id
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +66,7 @@ class Operations:
         self.waiting: set[str] = set()  # threads at an interrupt, as the reference answered
 
     def _new_id(self) -> str:
-        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        return seeded_id(self.rng)
 
     def _id(self) -> str:
         if self.made and self.rng.random() < 0.9:
