@@ -59,9 +59,6 @@ class Operations:
     def _id(self) -> str:
         if self.made and self.rng.random() < 0.85:
             return self.rng.choice(self.made)
-        return self._new_id()
-
-    def _new_id(self) -> str:
         return seeded_id(self.rng)
 
     def _metadata(self) -> dict[str, Any]:
@@ -87,7 +84,7 @@ class Operations:
         graphs = list(GRAPHS)
         if kind == "create":
             body: dict[str, Any] = {"graph_id": r.choice(graphs) if r.random() > 0.05 else "nope"}
-            body["assistant_id"] = self._id() if r.random() < 0.2 else self._new_id()
+            body["assistant_id"] = self._id() if r.random() < 0.2 else seeded_id(self.rng)
             if body["assistant_id"] not in self.made:
                 self.made.append(body["assistant_id"])
             if r.random() < 0.3:

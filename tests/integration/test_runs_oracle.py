@@ -90,18 +90,15 @@ class Operations:
         self.runs: dict[str, int] = {}  # thread -> runs made on it so far (deleted ones too)
         self.waiting: set[str] = set()  # threads at an interrupt, as the reference answered
 
-    def _new_id(self) -> str:
-        return seeded_id(self.rng)
-
     def _thread(self) -> str:
         if self.threads and self.rng.random() < 0.92:
             return self.rng.choice(self.threads)
-        return self._new_id()
+        return seeded_id(self.rng)
 
     def _run_body(self, thread_id: str | None) -> dict[str, Any]:
         r = self.rng
         waiting = thread_id in self.waiting and r.random() < 0.6
-        if _graph_of(thread_id or self._new_id()) == "nested":
+        if _graph_of(thread_id or seeded_id(self.rng)) == "nested":
             # A subgraph, a custom stream writer, a context, and breakpoints to stop between.
             body: dict[str, Any] = {
                 "assistant_id": "nested",
@@ -135,14 +132,16 @@ class Operations:
 
     def _run(self, thread_id: str) -> str:
         made = self.runs.get(thread_id, 0)
-        return f"{{run:{self.rng.randrange(made)}}}" if made and self.rng.random() < 0.9 else self._new_id()
+        return (
+            f"{{run:{self.rng.randrange(made)}}}" if made and self.rng.random() < 0.9 else seeded_id(self.rng)
+        )
 
     def next(self) -> tuple[str, str, dict[str, Any] | None]:
         r = self.rng
         kinds = ["thread", "background", "stream", "wait", "stateless", "list", "get", "delete"]
         kind = r.choices(kinds, [2, 4, 5, 3, 1, 3, 2, 1])[0]
         if kind == "thread" or not self.threads:
-            thread_id = self._new_id()
+            thread_id = seeded_id(self.rng)
             return "POST", "/threads", {"thread_id": thread_id}
         if kind == "stateless":
             body = self._run_body(None)

@@ -65,13 +65,10 @@ class Operations:
         self.made: list[str] = []
         self.waiting: set[str] = set()  # threads at an interrupt, as the reference answered
 
-    def _new_id(self) -> str:
-        return seeded_id(self.rng)
-
     def _id(self) -> str:
         if self.made and self.rng.random() < 0.9:
             return self.rng.choice(self.made)
-        return self._new_id()
+        return seeded_id(self.rng)
 
     def _metadata(self) -> dict[str, Any]:
         r = self.rng
@@ -84,7 +81,7 @@ class Operations:
         kinds = ["create", "get", "patch", "delete", "search", "count", "run", "state", "history", "update"]
         kind = r.choices(kinds, [5, 2, 3, 1, 6, 3, 4, 2, 2, 2])[0]
         if kind == "create":
-            body: dict[str, Any] = {"thread_id": self._id() if r.random() < 0.2 else self._new_id()}
+            body: dict[str, Any] = {"thread_id": self._id() if r.random() < 0.2 else seeded_id(self.rng)}
             if body["thread_id"] not in self.made:
                 self.made.append(body["thread_id"])
             if r.random() < 0.6:
