@@ -23,10 +23,19 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and not handed out before in this session: a set of servers takes its
+    ports before any of them binds, and the OS may offer a just-closed port twice."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # Waiting for a state instead of sleeping: a sleep long enough on an idle machine is too short
