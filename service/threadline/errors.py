@@ -15,6 +15,7 @@ class StoreUnavailable(ConnectionError):
         backend: the ``CHECKPOINT_BACKEND`` value, e.g. ``"postgres"``.
     """
 
-    def __init__(self, backend: str, detail: str) -> None:
-        super().__init__(f"checkpoint backend {backend!r} unavailable: {detail}")
+    def __init__(self, backend: str, detail: str, store: str | None = None) -> None:
+        # ``store`` names another store than the checkpointer, with its setting.
+        super().__init__(f"{store or f'checkpoint backend {backend!r}'} unavailable: {detail}")
         self.backend = backend

@@ -330,9 +330,11 @@ async def on_one_connection(
     return replies
 
 
-async def ping(url: str, *, backend: str, sentinel_password: str | None = None) -> None:
+async def ping(
+    url: str, *, backend: str, sentinel_password: str | None = None, store: str | None = None
+) -> None:
     """One ``PING`` on a short-lived client (which also checks the password), so a down or
-    misaddressed Redis fails at open, not mid-turn.
+    misaddressed Redis fails at open, not mid-turn. ``store``: see :class:`StoreUnavailable`.
 
     Raises:
         StoreUnavailable: no connection, a refused password, or a timeout; the message holds
@@ -344,6 +346,6 @@ async def ping(url: str, *, backend: str, sentinel_password: str | None = None) 
     # RedisError covers a refused password and no master known to the sentinels; a cluster
     # that cannot be mapped raises RedisClusterException (not a RedisError).
     except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
-        raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}") from exc
+        raise StoreUnavailable(backend, f"{urls.redact(url)}: {type(exc).__name__}", store) from exc
     finally:
         await client.aclose()

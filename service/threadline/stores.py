@@ -19,6 +19,7 @@ import redis.exceptions
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 
+from threadline import redis_client
 from threadline.checkpoint import open_checkpointer
 from threadline.config import Settings
 from threadline.lease import LocalTurnLease, RedisTurnLease, TurnLease
@@ -145,6 +146,12 @@ class Stores:
         sessions: SessionStore
         session = settings.session
         if session.backend == "redis":
+            await redis_client.ping(
+                session.redis_url,
+                backend="redis",
+                sentinel_password=session.redis_sentinel_password,
+                store="session store (REDIS_URL)",
+            )
             sessions = RedisSessionStore(
                 async_client(session.redis_url, sentinel_password=session.redis_sentinel_password),
                 session.ttl_seconds,

@@ -83,7 +83,10 @@ async def test_every_backend_serves_the_api(
     first = await client.runs.wait(tid, "refunds", input={"request": "refund", "amount": 300})
     assert first["__interrupt__"][0]["value"]["amount"] == 300
     assert [t["thread_id"] for t in await client.threads.search(status="interrupted")] == [tid]
-    run = await client.runs.create(tid, "refunds", command={"resume": "deny"}, stream_mode="custom")
+    # Resumable: a plain run that ends before the join connects keeps no events to replay.
+    run = await client.runs.create(
+        tid, "refunds", command={"resume": "deny"}, stream_mode="custom", stream_resumable=True
+    )
     parts = [p async for p in client.runs.join_stream(tid, run["run_id"])]
     assert [p.data for p in parts if p.event == "custom"][-1] == {"node": "respond", "decision": "denied"}
     assert (await client.runs.join(tid, run["run_id"]))["answer"] == "your refund of 300 is denied"

@@ -115,12 +115,6 @@ def test_a_missing_provider_package_without_an_extra_names_the_package() -> None
     assert str(caught.value).endswith("pip install langchain-aws (next to threadline)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="init_chat_model re-raises the ImportError for ollama `from None` (it tries "
-    "langchain-community second), so neither its name nor its cause names the module and "
-    "missing_package_message says 'needs the Python package ?' (reported, not fixed here)",
-)
 def test_a_missing_ollama_package_names_its_extra() -> None:
     absent("langchain_ollama")
     with pytest.raises(

@@ -38,7 +38,12 @@ def make_model(settings: ModelSettings) -> BaseChatModel:
 def missing_package_message(model: str, exc: ImportError) -> str:
     """What to install for ``model``: init_chat_model raises a plain ImportError whose cause is
     the ModuleNotFoundError of the provider's module (``langchain_openai``)."""
-    missing = exc.name or getattr(exc.__cause__, "name", None) or "?"
+    missing = exc.name or getattr(exc.__cause__, "name", None)
+    if missing is None:
+        # ollama's is re-raised ``from None`` (init_chat_model tries langchain-community second):
+        # the package of an extra named as the provider, then.
+        provider = model.partition(":")[0].replace("_", "-")
+        missing = next((package for package, extra in PROVIDER_EXTRAS.items() if extra == provider), "?")
     package = missing.split(".", maxsplit=1)[0].replace("_", "-")
     extra = PROVIDER_EXTRAS.get(package)
     if extra is None:
