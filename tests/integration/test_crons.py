@@ -208,6 +208,30 @@ async def test_each_tick_fires_once_across_two_replicas_and_end_time_stops_it(st
     assert (await a.http.get(f"/runs/crons/{stateless['cron_id']}"))["enabled"] is True
 
 
+async def test_a_ticks_run_has_the_crons_context_and_its_cron_id_in_configurable(start) -> None:
+    # As langgraph-api: a context does not go with a configurable in a request, yet the run of a
+    # cron with one sees the cron's id in its configurable (LangGraph copies it into every
+    # checkpoint's metadata), and the context as given.
+    _, (a,) = start("a")
+    tid = (await a.threads.create())["thread_id"]
+    cron = await a.crons.create_for_thread(
+        tid, "nested", schedule=EVERY_SECOND, input={"topic": "y"}, context={"style": "bold"}
+    )
+
+    async def ran():
+        runs = await a.runs.list(tid)
+        return runs and runs[-1]["status"] == "success" and runs
+
+    runs = await until(ran, "a tick's run ended", timeout=30)
+    await a.crons.delete(cron["cron_id"])
+    assert "bold y" in (await a.threads.get_state(tid))["values"]["notes"]
+    history = await a.threads.get_history(tid, limit=100)
+    assert {
+        h["metadata"].get("cron_id") for h in history if h["metadata"].get("run_id") == runs[-1]["run_id"]
+    } == {cron["cron_id"]}
+    assert "langgraph_cron_id" not in runs[-1]["kwargs"]
+
+
 def _past(when: datetime, seconds: float) -> bool:
     return datetime.now(UTC) >= when + timedelta(seconds=seconds)
 

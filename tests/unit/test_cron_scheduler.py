@@ -13,6 +13,7 @@ from threadline.api.langgraph.bodies import CronCreate
 from threadline.runs.cron_records import LocalCronRecords
 from threadline.runs.crons import Crons, CronScheduler, next_tick, run_payload, tick_ids
 from threadline.runs.errors import Invalid, NotFound
+from threadline.runs.graph_io import CRON_KWARG
 
 
 class Clock:
@@ -144,6 +145,7 @@ def test_a_ticks_run_takes_the_run_fields_and_keep() -> None:
         "config": {"configurable": {}},
         "context": {"k": 1},
         "on_completion": "keep",
+        CRON_KWARG: "c",  # back in the graph's configurable (graph_io.run_config)
     }
     assert "on_completion" not in run_payload({**cron, "on_run_completed": "delete"})  # deleted
 

@@ -37,7 +37,7 @@ from threadline.quotas import CRONS, QuotaExceeded
 from threadline.runs.assistants import Assistants
 from threadline.runs.cron_records import CronRecords, LocalCronRecords
 from threadline.runs.errors import Conflict, Invalid, NotFound
-from threadline.runs.graph_io import AUTH_KWARG, check_input
+from threadline.runs.graph_io import AUTH_KWARG, CRON_KWARG, check_input
 from threadline.runs.records import RunExists, now_iso
 from threadline.runs.runs import Runs
 
@@ -332,8 +332,8 @@ def _shown(record: dict[str, Any], next_ms: int | None) -> dict[str, Any]:
 
 def run_payload(cron: dict[str, Any]) -> dict[str, Any]:
     """The run body of one tick of ``cron`` (langgraph-api's scheduler: the cron's metadata
-    under the payload's; ``keep`` kept; ``cron_id`` out of ``configurable`` when there is a
-    context, which may not go with it)."""
+    under the payload's; ``keep`` kept; with a context, which may not go with a
+    ``configurable``, the ``cron_id`` moved from it to CRON_KWARG, added back for the graph)."""
     stored = cron["payload"]
     payload = {k: stored[k] for k in (*RUN_FIELDS, AUTH_KWARG) if stored.get(k) is not None}
     if isinstance(payload.get("stream_mode"), str):
@@ -344,7 +344,8 @@ def run_payload(cron: dict[str, Any]) -> dict[str, Any]:
     if payload.get("context"):
         config = dict(payload.get("config") or {})
         configurable = dict(config.get("configurable") or {})
-        configurable.pop("cron_id", None)
+        if (cron_id := configurable.pop("cron_id", None)) is not None:
+            payload[CRON_KWARG] = cron_id
         config["configurable"] = configurable
         payload["config"] = config
     return payload

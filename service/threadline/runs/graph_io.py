@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 # The run kwarg holding the caller's user and permissions (custom_auth.Caller.as_json), kept
 # with the run so whichever replica executes it hands the graph the same user.
 AUTH_KWARG = "langgraph_auth"
+# The run kwarg holding the id of the cron whose tick made the run, when the cron has a context
+# (which may not go with a ``configurable``): added to the graph's ``configurable`` as
+# langgraph-api adds it.
+CRON_KWARG = "langgraph_cron_id"
 # The result a tool call gets when its run was stopped before the tool answered.
 STOPPED_TOOL_RESULT = "error: the run was stopped before this tool call returned a result"
 
@@ -145,6 +149,7 @@ def run_config(
         checkpoint["checkpoint_id"] = kwargs["checkpoint_id"]
     configurable = {
         **(config.get("configurable") or {}),
+        **({"cron_id": kwargs[CRON_KWARG]} if CRON_KWARG in kwargs else {}),
         **thread_config(run.thread_id, checkpoint, token)["configurable"],
         # Who the run is for, as langgraph-api passes it (and LangGraph's Runtime.server_info
         # reads it); last, so a client's config cannot claim to be someone else.

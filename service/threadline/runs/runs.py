@@ -34,7 +34,7 @@ from threadline.runs.assistants import ASSISTANT_KWARG, Assistant, Assistants
 from threadline.runs.errors import Conflict, Invalid, NotFound
 from threadline.runs.executor import SWEEP_SECONDS, Executor
 from threadline.runs.following import Following
-from threadline.runs.graph_io import AUTH_KWARG, can_delete_for_runs, check_input
+from threadline.runs.graph_io import AUTH_KWARG, CRON_KWARG, can_delete_for_runs, check_input
 from threadline.runs.records import (
     ACTIVE_RUN_STATUSES,
     QueueFull,
@@ -418,7 +418,9 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "metadata": run.metadata,
         "multitask_strategy": run.multitask_strategy,
         "kwargs": {
-            k: v for k, v in run.kwargs.items() if k not in ("stateless", AUTH_KWARG, ASSISTANT_KWARG)
+            k: v
+            for k, v in run.kwargs.items()
+            if k not in ("stateless", AUTH_KWARG, ASSISTANT_KWARG, CRON_KWARG)
         },
         # langgraph-api names the LangSmith project a run traces to; threadline traces nowhere.
         "langsmith_session_name": None,
