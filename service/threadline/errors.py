@@ -12,7 +12,8 @@ class StoreUnavailable(ConnectionError):
     names the backend and the redacted target; it never contains a password.
 
     Attributes:
-        backend: the ``CHECKPOINT_BACKEND`` value, e.g. ``"postgres"``.
+        backend: the ``CHECKPOINT_BACKEND`` value, e.g. ``"postgres"`` (``SESSION_BACKEND``'s
+            for the session store, which ``store`` then names).
     """
 
     def __init__(self, backend: str, detail: str, store: str | None = None) -> None:
