@@ -218,18 +218,18 @@ async def test_a_ticks_run_has_the_crons_context_and_its_cron_id_in_configurable
         tid, "nested", schedule=EVERY_SECOND, input={"topic": "y"}, context={"style": "bold"}
     )
 
-    async def ran():
-        runs = await a.runs.list(tid)
-        return runs and runs[-1]["status"] == "success" and runs
+    async def first_ran():
+        runs = await a.runs.list(tid)  # newest first
+        return runs and runs[-1]["status"] == "success" and runs[-1]
 
-    runs = await until(ran, "a tick's run ended", timeout=30)
+    first = await until(first_ran, "the first tick's run ended", timeout=30)
     await a.crons.delete(cron["cron_id"])
     assert "bold y" in (await a.threads.get_state(tid))["values"]["notes"]
     history = await a.threads.get_history(tid, limit=100)
     assert {
-        h["metadata"].get("cron_id") for h in history if h["metadata"].get("run_id") == runs[-1]["run_id"]
+        h["metadata"].get("cron_id") for h in history if h["metadata"].get("run_id") == first["run_id"]
     } == {cron["cron_id"]}
-    assert "langgraph_cron_id" not in runs[-1]["kwargs"]
+    assert "langgraph_cron_id" not in first["kwargs"]
 
 
 def _past(when: datetime, seconds: float) -> bool:
